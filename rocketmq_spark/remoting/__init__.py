@@ -1,0 +1,1 @@
+"""RocketMQ's remoting protocol with no I/O: frames, headers, stored messages, routes."""

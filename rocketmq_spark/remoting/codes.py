@@ -1,0 +1,156 @@
+"""Numbers of the remoting protocol: request/response codes, languages, flags, perms."""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class RequestCode(IntEnum):
+    SEND_MESSAGE = 10
+    PULL_MESSAGE = 11
+    QUERY_CONSUMER_OFFSET = 14
+    UPDATE_CONSUMER_OFFSET = 15
+    UPDATE_AND_CREATE_TOPIC = 17
+    GET_ALL_TOPIC_CONFIG = 21
+    GET_BROKER_RUNTIME_INFO = 28
+    SEARCH_OFFSET_BY_TIMESTAMP = 29
+    GET_MAX_OFFSET = 30
+    GET_MIN_OFFSET = 31
+    GET_EARLIEST_MSG_STORETIME = 32
+    VIEW_MESSAGE_BY_ID = 33
+    HEART_BEAT = 34
+    UNREGISTER_CLIENT = 35
+    CONSUMER_SEND_MSG_BACK = 36
+    END_TRANSACTION = 37
+    GET_CONSUMER_LIST_BY_GROUP = 38
+    CHECK_TRANSACTION_STATE = 39
+    NOTIFY_CONSUMER_IDS_CHANGED = 40
+    LOCK_BATCH_MQ = 41
+    UNLOCK_BATCH_MQ = 42
+    CHECK_CLIENT_CONFIG = 46
+    REGISTER_BROKER = 103
+    UNREGISTER_BROKER = 104
+    GET_ROUTEINFO_BY_TOPIC = 105
+    GET_BROKER_CLUSTER_INFO = 106
+    GET_TOPIC_STATS_INFO = 202
+    GET_CONSUMER_CONNECTION_LIST = 203
+    GET_ALL_TOPIC_LIST_FROM_NAMESERVER = 206
+    GET_CONSUME_STATS = 208
+    RESET_CONSUMER_CLIENT_OFFSET = 220
+    GET_CONSUMER_RUNNING_INFO = 307
+    CONSUME_MESSAGE_DIRECTLY = 309
+    SEND_MESSAGE_V2 = 310
+    SEND_BATCH_MESSAGE = 320
+    QUERY_DATA_VERSION = 322
+    LITE_PULL_MESSAGE = 361
+    BROKER_HEARTBEAT = 904
+
+
+class ResponseCode(IntEnum):
+    SUCCESS = 0
+    SYSTEM_ERROR = 1
+    SYSTEM_BUSY = 2
+    REQUEST_CODE_NOT_SUPPORTED = 3
+    TRANSACTION_FAILED = 4
+    FLUSH_DISK_TIMEOUT = 10
+    SLAVE_NOT_AVAILABLE = 11
+    FLUSH_SLAVE_TIMEOUT = 12
+    MESSAGE_ILLEGAL = 13
+    SERVICE_NOT_AVAILABLE = 14
+    VERSION_NOT_SUPPORTED = 15
+    NO_PERMISSION = 16
+    TOPIC_NOT_EXIST = 17
+    TOPIC_EXIST_ALREADY = 18
+    PULL_NOT_FOUND = 19
+    PULL_RETRY_IMMEDIATELY = 20
+    PULL_OFFSET_MOVED = 21
+    QUERY_NOT_FOUND = 22
+    SUBSCRIPTION_PARSE_FAILED = 23
+    SUBSCRIPTION_NOT_EXIST = 24
+    SUBSCRIPTION_NOT_LATEST = 25
+    SUBSCRIPTION_GROUP_NOT_EXIST = 26
+    FILTER_DATA_NOT_EXIST = 27
+    FILTER_DATA_NOT_LATEST = 28
+    INVALID_PARAMETER = 29
+    TRANSACTION_SHOULD_COMMIT = 200
+    TRANSACTION_SHOULD_ROLLBACK = 201
+    TRANSACTION_STATE_UNKNOW = 202
+    TRANSACTION_STATE_GROUP_WRONG = 203
+    CONSUMER_NOT_ONLINE = 206
+    CONSUME_MSG_TIMEOUT = 207
+    FLOW_CONTROL = 215
+    GO_AWAY = 1500
+
+
+def response_name(code: int) -> str:
+    try:
+        return ResponseCode(code).name
+    except ValueError:
+        return f"CODE_{code}"
+
+
+# Send answers that mean "stored" (with different statuses).
+SEND_STORED_CODES = frozenset({0, 10, 11, 12})
+SEND_STATUS = {0: "SEND_OK", 10: "FLUSH_DISK_TIMEOUT", 11: "SLAVE_NOT_AVAILABLE",
+               12: "FLUSH_SLAVE_TIMEOUT"}
+
+LANGUAGES: tuple[str, ...] = ("JAVA", "CPP", "DOTNET", "PYTHON", "DELPHI", "ERLANG", "RUBY",
+                              "OTHER", "HTTP", "GO", "PHP", "OMS", "RUST", "NODE_JS")
+LANGUAGE_CODE = {name: i for i, name in enumerate(LANGUAGES)}
+
+# Version ordinals (MQVersion.Version). We send V5_0_0: standard-JSON routes, retry
+# limits honoured, no GO_AWAY; the embedded servers answer like 4.9.8.
+CLIENT_VERSION = 413
+SERVER_VERSION = 409
+
+FLAG_RESPONSE = 0x1
+FLAG_ONEWAY = 0x2
+
+SERIALIZE_JSON = 0
+SERIALIZE_ROCKETMQ = 1
+
+
+class Perm:
+    PRIORITY = 8
+    READ = 4
+    WRITE = 2
+    INHERIT = 1
+
+
+class PullSysFlag:
+    COMMIT_OFFSET = 0x1
+    SUSPEND = 0x2
+    SUBSCRIPTION = 0x4
+    CLASS_FILTER = 0x8
+    LITE_PULL = 0x10
+
+
+class MessageSysFlag:
+    COMPRESSED = 0x1
+    MULTI_TAGS = 0x2
+    TRANSACTION_MASK = 0xC
+    BORNHOST_V6 = 0x10
+    STOREHOST_V6 = 0x20
+    COMPRESSION_TYPE_MASK = 0x700
+    COMPRESSION_LZ4 = 0x100
+    COMPRESSION_ZSTD = 0x200
+    COMPRESSION_ZLIB = 0x300
+
+
+DEFAULT_TOPIC = "TBW102"
+SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+RETRY_PREFIX = "%RETRY%"
+DLQ_PREFIX = "%DLQ%"
+MAX_RECONSUME_TIMES = 16
+# messageDelayLevel, levels numbered from 1 (milliseconds).
+DELAY_LEVELS_MS: tuple[int, ...] = (
+    1_000, 5_000, 10_000, 30_000, 60_000, 120_000, 180_000, 240_000, 300_000, 360_000,
+    420_000, 480_000, 540_000, 600_000, 1_200_000, 1_800_000, 3_600_000, 7_200_000)
+
+
+def retry_topic(group: str) -> str:
+    return RETRY_PREFIX + group
+
+
+def dlq_topic(group: str) -> str:
+    return DLQ_PREFIX + group
