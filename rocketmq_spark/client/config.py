@@ -1,0 +1,33 @@
+"""Client configuration (frozen)."""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass, field
+
+
+def default_client_id() -> str:
+    try:
+        ip = socket.gethostbyname(socket.gethostname())
+    except OSError:
+        ip = "127.0.0.1"
+    return f"{ip}@{os.getpid()}#rocketmq_spark"
+
+
+@dataclass(frozen=True)
+class ClientConfig:
+    name_servers: tuple[str, ...]               # "host:port", tried in turn (failover)
+    access_key: str | None = None               # ACL: sign every request when set
+    secret_key: str | None = field(default=None, repr=False)
+    client_id: str = field(default_factory=default_client_id)
+    request_timeout: float = 3.0                # seconds, for every call but long polls
+    route_ttl: float = 30.0                     # seconds a cached route is trusted
+
+    @classmethod
+    def parse(cls, name_server: str, **kwargs: object) -> "ClientConfig":
+        """``"h1:9876;h2:9876"`` (``;`` or ``,``) -> ClientConfig."""
+        addrs = tuple(a.strip() for a in name_server.replace(",", ";").split(";") if a.strip())
+        if not addrs:
+            raise ValueError("nameServer is empty")
+        return cls(name_servers=addrs, **kwargs)  # type: ignore[arg-type]

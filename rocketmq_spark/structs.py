@@ -1,0 +1,64 @@
+"""Frozen domain values shared by the client, the sidecar and the Spark layer.
+
+Offsets follow one convention everywhere: an offset is the *next* queue offset to read,
+and a range is half-open ``[start, end)``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Mapping
+
+from rocketmq_spark.remoting.message import MessageExt
+from rocketmq_spark.remoting.route import MessageQueue
+
+__all__ = ["Message", "MessageExt", "MessageQueue", "SendResult", "PullStatus", "PullResult",
+           "QueueOffsets"]
+
+
+@dataclass(frozen=True)
+class Message:
+    """A message to send. ``properties`` are user properties; tags/keys have their own fields."""
+
+    topic: str
+    body: bytes
+    tags: str | None = None
+    keys: str | None = None
+    properties: Mapping[str, str] = field(default_factory=dict)
+    flag: int = 0
+    delay_level: int = 0
+
+
+@dataclass(frozen=True)
+class SendResult:
+    status: str            # SEND_OK, FLUSH_DISK_TIMEOUT, SLAVE_NOT_AVAILABLE, FLUSH_SLAVE_TIMEOUT
+    msg_id: str            # the UNIQ_KEY(s) we generated, joined by "," for a batch
+    offset_msg_id: str     # the broker's offset message id(s)
+    queue: MessageQueue
+    queue_offset: int      # offset of the (first) message
+
+
+class PullStatus(Enum):
+    FOUND = 0
+    NO_NEW_MSG = 19
+    NO_MATCHED_MSG = 20
+    OFFSET_ILLEGAL = 21
+
+
+@dataclass(frozen=True)
+class PullResult:
+    status: PullStatus
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+    messages: tuple[MessageExt, ...] = ()
+    suggest_which_broker_id: int = 0
+
+
+@dataclass(frozen=True)
+class QueueOffsets:
+    queue: MessageQueue
+    min_offset: int
+    max_offset: int
+    committed: int | None = None   # None: the group never committed this queue
