@@ -9,6 +9,11 @@ import sys
 COMMANDS: dict[str, tuple[str, str]] = {
     "broker": ("rocketmq_spark.embedded.cli:main", "run the embedded NameServer + broker(s)"),
     "sidecar": ("rocketmq_spark.sidecar.cli:main", "run the gRPC sidecar in the foreground"),
+    "produce": ("rocketmq_spark.commands.produce:main", "send messages (file, stdin or a generated workload)"),
+    "tail": ("rocketmq_spark.commands.tail:main", "follow a topic and print its messages"),
+    "lag": ("rocketmq_spark.commands.lag:main", "a group's offsets and lag per queue"),
+    "offsets": ("rocketmq_spark.commands.offsets:main", "reset a group's offsets (earliest, latest, time)"),
+    "topics": ("rocketmq_spark.commands.topics:main", "list or create topics"),
 }
 
 

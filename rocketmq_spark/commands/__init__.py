@@ -1,0 +1,1 @@
+"""Subcommands of ``rocketmq-spark`` that talk to a cluster with the client directly."""
