@@ -1,76 +1,503 @@
 """MQClient: every broker/NameServer operation the project needs, over one Transport.
 
-THIS FILE IS THE CONTRACT other layers code against. Signatures are fixed; bodies are
-being implemented. Errors: BrokerError(code, remark, retriable) for non-success answers,
-TransportError/RequestTimeout for I/O.
+THIS FILE IS THE CONTRACT other layers code against. Signatures are fixed (methods and
+keyword parameters with defaults may be added). Errors: BrokerError(code, remark,
+retriable) for non-success answers, TransportError/RequestTimeout for I/O, ValueError
+for bad arguments. One MQClient is safe to share between threads.
+
+How it works: NameServer calls go through ``routes.NameServers`` (failover in turn) and
+routes are cached by ``routes.RouteCache``; broker calls go to the master of the queue's
+broker (found in the topic's route, else in any cached route, else in the cluster info);
+``producer`` and ``pull`` build the requests and read the answers; ``transport`` does the
+I/O and signs every request when ACL credentials are configured.
 """
 
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+import itertools
+import logging
+import threading
+import time
+from collections import defaultdict
+from typing import Callable, Iterable, Sequence
 
+from rocketmq_spark.client import admin, producer
+from rocketmq_spark.client import pull as pull_codec
+from rocketmq_spark.client.acl import Signer
+from rocketmq_spark.client.calls import check, request
 from rocketmq_spark.client.config import ClientConfig
-from rocketmq_spark.remoting.bodies import ConsumeStats, ConsumerData
-from rocketmq_spark.remoting.message import MessageExt
-from rocketmq_spark.remoting.route import MessageQueue, TopicRouteData
+from rocketmq_spark.client.ids import UniqIdGenerator
+from rocketmq_spark.client.routes import NameServers, RouteCache
+from rocketmq_spark.client.transport import RequestHandler, Transport
+from rocketmq_spark.errors import BrokerError, ConfigError, RequestTimeout, TransportError
+from rocketmq_spark.remoting.bodies import (
+    ConsumeStats, ConsumerData, HeartbeatData, LockBatchBody, decode_consumer_list,
+    decode_lock_ok)
+from rocketmq_spark.remoting.codes import DEFAULT_TOPIC, Perm, RequestCode, ResponseCode
+from rocketmq_spark.remoting.command import RemotingCommand
+from rocketmq_spark.remoting.headers import (
+    ConsumerSendMsgBackRequestHeader, CreateTopicRequestHeader, GetConsumerListRequestHeader,
+    GetConsumeStatsRequestHeader, OffsetResponseHeader, QueryConsumerOffsetRequestHeader,
+    QueueRequestHeader, SearchOffsetRequestHeader, TimestampResponseHeader, TopicRequestHeader,
+    UnregisterClientRequestHeader, UpdateConsumerOffsetRequestHeader, ViewMessageRequestHeader)
+from rocketmq_spark.remoting.message import (
+    PROP_RETRY_TOPIC, MessageExt, decode_message, parse_offset_msg_id)
+from rocketmq_spark.remoting.route import MASTER_ID, MessageQueue, TopicRouteData
 from rocketmq_spark.structs import Message, PullResult, SendResult
 
+log = logging.getLogger(__name__)
+
 DEFAULT_PRODUCER_GROUP = "rocketmq_spark_producer"
+_SEND_FAILOVER = (BrokerError, TransportError)
 
 
 class MQClient:
-    def __init__(self, config: ClientConfig) -> None:
+    def __init__(self, config: ClientConfig, *, clock: Callable[[], float] = time.monotonic,
+                 compress_threshold: int = producer.COMPRESS_THRESHOLD, send_retries: int = 2,
+                 transport: Transport | None = None) -> None:
         self.config = config
+        if bool(config.access_key) != bool(config.secret_key):
+            missing = "secret_key" if config.access_key else "access_key"
+            raise ConfigError(f"ACL needs both access_key and secret_key; {missing} is not set")
+        signer = Signer(config.access_key, config.secret_key) \
+            if config.access_key and config.secret_key else None
+        if config.request_timeout <= 0:
+            raise ConfigError(f"request_timeout must be positive, got {config.request_timeout}")
+        self.compress_threshold = compress_threshold
+        self.send_retries = send_retries
+        self._transport = transport or Transport(connect_timeout=config.request_timeout)
+        if signer is not None:
+            self._transport.rpc_hook = signer
+        self._ns = NameServers(config.name_servers, self._transport.invoke, config.request_timeout)
+        self._routes = RouteCache(self._ns, ttl=config.route_ttl, clock=clock)
+        self._ids = UniqIdGenerator()
+        self._lock = threading.Lock()
+        self._round_robin: dict[str, itertools.count[int]] = {}
+        self._pull_broker_id: dict[MessageQueue, int] = {}
 
-    def close(self) -> None: ...
+    def close(self) -> None:
+        self._transport.close()
 
-    # --- routes (NameServer, with failover across config.name_servers; cached route_ttl)
-    def route(self, topic: str, *, refresh: bool = False) -> TopicRouteData: ...
-    def subscribe_queues(self, topic: str, *, refresh: bool = False) -> list[MessageQueue]: ...
-    def publish_queues(self, topic: str, *, refresh: bool = False) -> list[MessageQueue]: ...
-    def master_addr(self, topic: str, broker_name: str) -> str: ...
-    def topic_list(self) -> list[str]: ...
-    def cluster_brokers(self) -> dict[str, str]: ...   # broker name -> master address
+    def __enter__(self) -> "MQClient":
+        return self
 
-    # --- send (SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE); queue=None: round robin over publish queues
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------ plumbing
+
+    @property
+    def transport(self) -> Transport:
+        return self._transport
+
+    def invoke(self, address: str, code: int, ext: dict[str, str] | None = None, body: bytes = b"",
+               *, timeout: float | None = None) -> RemotingCommand:
+        """Any request to ``address``; the answer if SUCCESS, else BrokerError."""
+        return self._call(address, request(code, ext, body), timeout=timeout)
+
+    def set_request_handler(self, code: int, handler: RequestHandler | None) -> None:
+        """Handle requests the servers send us (e.g. NOTIFY_CONSUMER_IDS_CHANGED, 40)."""
+        self._transport.register_handler(code, handler)
+
+    def _call(self, address: str, cmd: RemotingCommand, *, timeout: float | None = None,
+              ok: Iterable[int] = (ResponseCode.SUCCESS,)) -> RemotingCommand:
+        response = self._transport.invoke(address, cmd, timeout or self.config.request_timeout)
+        return check(response, cmd.code, address, frozenset(ok))
+
+    def _namesrv(self, code: int) -> RemotingCommand:
+        return self._ns.checked(request(code))[0]
+
+    # ------------------------------------------------------------ routes
+
+    def route(self, topic: str, *, refresh: bool = False) -> TopicRouteData:
+        return self._routes.get(topic, refresh=refresh)
+
+    def subscribe_queues(self, topic: str, *, refresh: bool = False) -> list[MessageQueue]:
+        return self.route(topic, refresh=refresh).subscribe_queues(topic)
+
+    def publish_queues(self, topic: str, *, refresh: bool = False) -> list[MessageQueue]:
+        return self.route(topic, refresh=refresh).publish_queues(topic)
+
+    def master_addr(self, topic: str, broker_name: str) -> str:
+        """The master of ``broker_name``: from the topic's route (refreshed once if it lacks
+        the broker), else any cached route, else the cluster info."""
+        if topic:
+            try:
+                addr = self.route(topic).master_addr(broker_name) \
+                    or self.route(topic, refresh=True).master_addr(broker_name)
+                if addr:
+                    return addr
+            except BrokerError as exc:
+                if exc.code != ResponseCode.TOPIC_NOT_EXIST:
+                    raise
+        addr = self._routes.masters().get(broker_name) or self.cluster_brokers().get(broker_name)
+        if addr:
+            return addr
+        raise BrokerError(ResponseCode.SERVICE_NOT_AVAILABLE,
+                          f"no master address known for broker {broker_name!r} (topic {topic!r})")
+
+    def topic_list(self) -> list[str]:
+        return admin.decode_topic_list(self._namesrv(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER).body)
+
+    def cluster_brokers(self) -> dict[str, str]:   # broker name -> master address
+        return admin.decode_cluster_masters(self._namesrv(RequestCode.GET_BROKER_CLUSTER_INFO).body)
+
+    # ------------------------------------------------------------ send
+
     def send(self, message: Message, *, queue: MessageQueue | None = None,
-             producer_group: str = DEFAULT_PRODUCER_GROUP, timeout: float | None = None) -> SendResult: ...
-    def send_batch(self, messages: Sequence[Message], *, queue: MessageQueue | None = None,
-                   producer_group: str = DEFAULT_PRODUCER_GROUP) -> SendResult: ...
-    def send_oneway(self, message: Message, *, queue: MessageQueue | None = None,
-                    producer_group: str = DEFAULT_PRODUCER_GROUP) -> None: ...
+             producer_group: str = DEFAULT_PRODUCER_GROUP, timeout: float | None = None) -> SendResult:
+        uniq = producer.uniq_key_of(message) or self._ids.next_id()
+        producer.validate(message)
 
-    # --- pull (SUBSCRIPTION flag always; SUSPEND when suspend_ms > 0; COMMIT_OFFSET when
-    #     commit_offset is not None). Messages are exact-tag re-filtered client side.
+        def attempt(mq: MessageQueue) -> SendResult:
+            addr = self.master_addr(mq.topic, mq.broker_name)
+            cmd = producer.send_request(message, queue_id=mq.queue_id, producer_group=producer_group,
+                                        uniq_key=uniq, born_timestamp=_now_ms(),
+                                        compress_threshold=self.compress_threshold)
+            response = self._transport.invoke(addr, cmd, timeout or self.config.request_timeout)
+            return producer.send_result(response, queue=mq, msg_id=uniq, address=addr,
+                                        request_code=cmd.code)
+
+        return self._with_failover(message.topic, queue, attempt)
+
+    def send_batch(self, messages: Sequence[Message], *, queue: MessageQueue | None = None,
+                   producer_group: str = DEFAULT_PRODUCER_GROUP) -> SendResult:
+        topic = producer.validate_batch(messages)
+        uniqs = [producer.uniq_key_of(m) or self._ids.next_id() for m in messages]
+        msg_id = ",".join(uniqs)
+
+        def attempt(mq: MessageQueue) -> SendResult:
+            addr = self.master_addr(mq.topic, mq.broker_name)
+            cmd = producer.batch_request(messages, queue_id=mq.queue_id, producer_group=producer_group,
+                                         uniq_keys=uniqs, born_timestamp=_now_ms())
+            response = self._transport.invoke(addr, cmd, self.config.request_timeout)
+            return producer.send_result(response, queue=mq, msg_id=msg_id, address=addr,
+                                        request_code=cmd.code)
+
+        return self._with_failover(topic, queue, attempt)
+
+    def send_oneway(self, message: Message, *, queue: MessageQueue | None = None,
+                    producer_group: str = DEFAULT_PRODUCER_GROUP) -> None:
+        uniq = producer.uniq_key_of(message) or self._ids.next_id()
+        producer.validate(message)
+        mq = queue or self._select_queue(message.topic, self._send_candidates(message.topic), None)
+        addr = self.master_addr(mq.topic, mq.broker_name)
+        cmd = producer.send_request(message, queue_id=mq.queue_id, producer_group=producer_group,
+                                    uniq_key=uniq, born_timestamp=_now_ms(),
+                                    compress_threshold=self.compress_threshold)
+        self._transport.invoke_oneway(addr, cmd, self.config.request_timeout)
+
+    def _with_failover(self, topic: str, queue: MessageQueue | None,
+                       attempt: Callable[[MessageQueue], SendResult]) -> SendResult:
+        """One attempt on ``queue``; without one, round robin with up to ``send_retries``
+        more attempts on another broker after a retriable failure (not after a timeout:
+        the message may be stored)."""
+        if queue is not None:
+            if queue.topic != topic:
+                raise ValueError(f"queue {queue} is not a queue of topic {topic!r}")
+            return attempt(queue)
+        candidates = self._send_candidates(topic)
+        avoid: str | None = None
+        for n in range(self.send_retries + 1):
+            mq = self._select_queue(topic, candidates, avoid)
+            try:
+                return attempt(mq)
+            except _SEND_FAILOVER as exc:
+                if not exc.retriable or isinstance(exc, RequestTimeout) or n == self.send_retries:
+                    raise
+                log.info("send to %s failed (%s); retrying on another queue", mq, exc)
+                avoid = mq.broker_name
+        raise AssertionError("unreachable")
+
+    def _send_candidates(self, topic: str) -> list[MessageQueue]:
+        """Publish queues; for a topic without a route, TBW102's brokers with
+        min(4, queues) queues each (the broker creates the topic on the first send)."""
+        try:
+            queues = self.publish_queues(topic)
+        except BrokerError as exc:
+            if exc.code != ResponseCode.TOPIC_NOT_EXIST:
+                raise
+            try:
+                default = self.route(DEFAULT_TOPIC)
+            except BrokerError:
+                raise exc from None
+            queues = [MessageQueue(topic, qd.broker_name, i) for qd in default.queue_datas
+                      if qd.perm & Perm.WRITE and default.master_addr(qd.broker_name)
+                      for i in range(min(producer.DEFAULT_TOPIC_QUEUE_NUMS, qd.read_queue_nums))]
+            if not queues:
+                raise exc from None
+        if not queues:
+            raise BrokerError(ResponseCode.NO_PERMISSION, f"topic {topic!r} has no writable queue")
+        return queues
+
+    def _select_queue(self, topic: str, candidates: list[MessageQueue], avoid: str | None) -> MessageQueue:
+        with self._lock:
+            counter = self._round_robin.setdefault(topic, itertools.count())
+        start = next(counter)
+        for i in range(len(candidates)):
+            mq = candidates[(start + i) % len(candidates)]
+            if mq.broker_name != avoid:
+                return mq
+        return candidates[start % len(candidates)]
+
+    # ------------------------------------------------------------ pull
+
     def pull(self, queue: MessageQueue, offset: int, *, group: str, max_nums: int = 32,
              expression: str = "*", commit_offset: int | None = None, suspend_ms: int = 0,
-             timeout: float | None = None) -> PullResult: ...
+             timeout: float | None = None) -> PullResult:
+        broker_id, addr = self._pull_address(queue)
+        cmd = pull_codec.pull_request(queue, offset, group=group, max_nums=max_nums,
+                                      expression=expression, commit_offset=commit_offset,
+                                      suspend_ms=suspend_ms, allow_commit=broker_id == MASTER_ID)
+        if timeout is None:
+            timeout = pull_codec.pull_timeout(suspend_ms, self.config.request_timeout)
+        response = self._transport.invoke(addr, cmd, timeout)
+        result = pull_codec.pull_result(response, expression=expression, address=addr)
+        with self._lock:
+            self._pull_broker_id[queue] = result.suggest_which_broker_id
+        return result
 
-    # --- offsets (master of the queue's broker)
-    def query_consumer_offset(self, group: str, queue: MessageQueue) -> int | None: ...
+    def _pull_address(self, queue: MessageQueue) -> tuple[int, str]:
+        """The broker the last answer suggested for this queue if the route knows it,
+        else the master."""
+        with self._lock:
+            suggested = self._pull_broker_id.get(queue, MASTER_ID)
+        if suggested != MASTER_ID:
+            addr = self._routes.broker_addrs(queue.broker_name).get(suggested)
+            if addr:
+                return suggested, addr
+        return MASTER_ID, self.master_addr(queue.topic, queue.broker_name)
+
+    # ------------------------------------------------------------ offsets
+
+    def _queue_call(self, queue: MessageQueue, cmd: RemotingCommand,
+                    ok: Iterable[int] = (ResponseCode.SUCCESS,)) -> RemotingCommand:
+        return self._call(self.master_addr(queue.topic, queue.broker_name), cmd, ok=ok)
+
+    def query_consumer_offset(self, group: str, queue: MessageQueue) -> int | None:
+        cmd = request(RequestCode.QUERY_CONSUMER_OFFSET,
+                      QueryConsumerOffsetRequestHeader(group, queue.topic, queue.queue_id))
+        response = self._queue_call(queue, cmd, ok=(ResponseCode.SUCCESS, ResponseCode.QUERY_NOT_FOUND))
+        if response.code == ResponseCode.QUERY_NOT_FOUND:
+            return None
+        return OffsetResponseHeader.from_ext(response.ext).offset
+
     def update_consumer_offset(self, group: str, queue: MessageQueue, offset: int, *,
-                               oneway: bool = False) -> None: ...
-    def max_offset(self, queue: MessageQueue) -> int: ...
-    def min_offset(self, queue: MessageQueue) -> int: ...
-    def search_offset(self, queue: MessageQueue, timestamp_ms: int) -> int: ...
-    def earliest_store_time(self, queue: MessageQueue) -> int: ...
-    def consume_stats(self, group: str, topic: str | None = None) -> ConsumeStats: ...   # merged over brokers
+                               oneway: bool = False) -> None:
+        if offset < 0:
+            raise ValueError(f"consumer offset must be >= 0, got {offset}")
+        cmd = request(RequestCode.UPDATE_CONSUMER_OFFSET,
+                      UpdateConsumerOffsetRequestHeader(group, queue.topic, queue.queue_id, offset))
+        if oneway:
+            self._transport.invoke_oneway(self.master_addr(queue.topic, queue.broker_name), cmd,
+                                          self.config.request_timeout)
+        else:
+            self._queue_call(queue, cmd)
 
-    # --- locks (grouped per broker, LOCK_BATCH_MQ / UNLOCK_BATCH_MQ to each master)
-    def lock_batch(self, group: str, client_id: str, queues: Iterable[MessageQueue]) -> frozenset[MessageQueue]: ...
-    def unlock_batch(self, group: str, client_id: str, queues: Iterable[MessageQueue]) -> None: ...
+    def _offset(self, code: int, queue: MessageQueue) -> int:
+        cmd = request(code, QueueRequestHeader(queue.topic, queue.queue_id))
+        return OffsetResponseHeader.from_ext(self._queue_call(queue, cmd).ext).offset
 
-    # --- membership
+    def max_offset(self, queue: MessageQueue) -> int:
+        return self._offset(RequestCode.GET_MAX_OFFSET, queue)
+
+    def min_offset(self, queue: MessageQueue) -> int:
+        return self._offset(RequestCode.GET_MIN_OFFSET, queue)
+
+    def search_offset(self, queue: MessageQueue, timestamp_ms: int) -> int:
+        """The offset whose store time is nearest ``timestamp_ms`` (as the broker defines it)."""
+        cmd = request(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP,
+                      SearchOffsetRequestHeader(queue.topic, queue.queue_id, timestamp_ms))
+        return OffsetResponseHeader.from_ext(self._queue_call(queue, cmd).ext).offset
+
+    def earliest_store_time(self, queue: MessageQueue) -> int:
+        cmd = request(RequestCode.GET_EARLIEST_MSG_STORETIME,
+                      QueueRequestHeader(queue.topic, queue.queue_id))
+        return TimestampResponseHeader.from_ext(self._queue_call(queue, cmd).ext).timestamp
+
+    def consume_stats(self, group: str, topic: str | None = None) -> ConsumeStats:
+        """GET_CONSUME_STATS of every master hosting ``topic`` (every master of the
+        cluster when None), merged: offset tables united, TPS summed."""
+        if topic:
+            masters = {bd.broker_name: bd.master_addr for bd in self.route(topic).broker_datas
+                       if bd.master_addr}
+        else:
+            masters = self.cluster_brokers()
+        table, tps = {}, 0.0
+        header = GetConsumeStatsRequestHeader(group, topic or None)
+        for _name, addr in sorted(masters.items()):
+            stats = ConsumeStats.decode(
+                self._call(addr, request(RequestCode.GET_CONSUME_STATS, header)).body)
+            table.update(stats.offset_table)
+            tps += stats.consume_tps
+        return ConsumeStats(table, tps)
+
+    # ------------------------------------------------------------ locks
+
+    def _by_broker(self, queues: Iterable[MessageQueue]) -> dict[str, list[MessageQueue]]:
+        groups: dict[str, list[MessageQueue]] = defaultdict(list)
+        for mq in sorted(set(queues)):
+            groups[mq.broker_name].append(mq)
+        return dict(groups)
+
+    def lock_batch(self, group: str, client_id: str, queues: Iterable[MessageQueue]) -> frozenset[MessageQueue]:
+        """Queues now held by ``client_id``. A broker that fails contributes nothing; if
+        every broker asked fails, the first error is raised."""
+        granted: set[MessageQueue] = set()
+        errors: list[Exception] = []
+        groups = self._by_broker(queues)
+        for broker, mqs in sorted(groups.items()):
+            body = LockBatchBody(group, client_id, tuple(mqs)).encode()
+            try:
+                addr = self.master_addr(mqs[0].topic, broker)
+                response = self._call(addr, request(RequestCode.LOCK_BATCH_MQ, None, body))
+            except (BrokerError, TransportError) as exc:
+                log.warning("locking %d queue(s) on %s failed: %s", len(mqs), broker, exc)
+                errors.append(exc)
+                continue
+            granted |= decode_lock_ok(response.body)
+        if groups and len(errors) == len(groups):
+            raise errors[0]
+        return frozenset(granted)
+
+    def unlock_batch(self, group: str, client_id: str, queues: Iterable[MessageQueue]) -> None:
+        """Unlock on every broker; the first error is raised after all were tried."""
+        errors: list[Exception] = []
+        for broker, mqs in sorted(self._by_broker(queues).items()):
+            body = LockBatchBody(group, client_id, tuple(mqs)).encode()
+            try:
+                addr = self.master_addr(mqs[0].topic, broker)
+                self._call(addr, request(RequestCode.UNLOCK_BATCH_MQ, None, body))
+            except (BrokerError, TransportError) as exc:
+                errors.append(exc)
+        if errors:
+            raise errors[0]
+
+    # ------------------------------------------------------------ membership
+
+    def _known_masters(self, topics: Iterable[str] = ()) -> list[str]:
+        for topic in topics:
+            try:
+                self.route(topic)
+            except BrokerError as exc:
+                if exc.code != ResponseCode.TOPIC_NOT_EXIST:
+                    raise
+        masters = dict(self._routes.masters()) or self.cluster_brokers()
+        return sorted(set(masters.values()))
+
+    def _to_all(self, addresses: Iterable[str], cmd: RemotingCommand) -> None:
+        errors: list[Exception] = []
+        for addr in addresses:
+            try:
+                self._call(addr, cmd)
+            except (BrokerError, TransportError) as exc:
+                errors.append(exc)
+        if errors:
+            raise errors[0]
+
     def heartbeat(self, *, client_id: str | None = None, consumers: Sequence[ConsumerData] = (),
-                  producer_groups: Sequence[str] = ()) -> None: ...   # to every master known
+                  producer_groups: Sequence[str] = ()) -> None:
+        """HEART_BEAT to every master known (cached routes plus the consumers' topics;
+        the whole cluster when none is known)."""
+        data = HeartbeatData(client_id or self.config.client_id, tuple(producer_groups),
+                             tuple(consumers))
+        topics = {s.topic for c in consumers for s in c.subscriptions}
+        self._to_all(self._known_masters(sorted(topics)),
+                     request(RequestCode.HEART_BEAT, None, data.encode()))
+
     def unregister(self, *, client_id: str | None = None, producer_group: str | None = None,
-                   consumer_group: str | None = None) -> None: ...
-    def consumer_list(self, group: str, topic: str) -> tuple[str, ...]: ...
+                   consumer_group: str | None = None) -> None:
+        header = UnregisterClientRequestHeader(client_id or self.config.client_id,
+                                               producer_group or None, consumer_group or None)
+        self._to_all(self._known_masters(), request(RequestCode.UNREGISTER_CLIENT, header))
 
-    # --- retry
+    def consumer_list(self, group: str, topic: str) -> tuple[str, ...]:
+        """Client ids of the group, asked of a broker hosting ``topic`` (the next one on
+        I/O failure). A group with nobody online is an error (SYSTEM_ERROR) on 4.9.8."""
+        masters = sorted(bd.master_addr for bd in self.route(topic).broker_datas if bd.master_addr)
+        if not masters:
+            raise BrokerError(ResponseCode.SERVICE_NOT_AVAILABLE, f"topic {topic!r} has no master")
+        cmd = request(RequestCode.GET_CONSUMER_LIST_BY_GROUP, GetConsumerListRequestHeader(group))
+        for i, addr in enumerate(masters):
+            try:
+                return decode_consumer_list(self._call(addr, cmd).body)
+            except TransportError:
+                if i == len(masters) - 1:
+                    raise
+        raise AssertionError("unreachable")
+
+    # ------------------------------------------------------------ retry
+
     def send_back(self, message: MessageExt, *, group: str, delay_level: int = 0,
-                  broker_name: str | None = None, max_reconsume_times: int = 16) -> None: ...
+                  broker_name: str | None = None, max_reconsume_times: int = 16) -> None:
+        """CONSUMER_SEND_MSG_BACK to the master of ``broker_name`` (the message's STOREHOST
+        when None): the broker stores a copy in %RETRY%<group> (or %DLQ%<group>)."""
+        address = self.master_addr(message.topic, broker_name) if broker_name \
+            else str(message.store_host)
+        self.send_back_by_offset(
+            message.commit_log_offset, address=address, group=group, delay_level=delay_level,
+            origin_msg_id=message.msg_id,
+            origin_topic=message.properties.get(PROP_RETRY_TOPIC) or message.topic,
+            max_reconsume_times=max_reconsume_times)
 
-    # --- admin
+    def send_back_by_offset(self, commit_log_offset: int, *, address: str, group: str,
+                            delay_level: int = 0, origin_msg_id: str | None = None,
+                            origin_topic: str | None = None, max_reconsume_times: int = 16) -> None:
+        """The same, for callers that only kept the message's commit-log offset."""
+        if commit_log_offset < 0:
+            raise ValueError(f"commit_log_offset must be >= 0, got {commit_log_offset}")
+        header = ConsumerSendMsgBackRequestHeader(
+            offset=commit_log_offset, group=group, delay_level=delay_level,
+            origin_msg_id=origin_msg_id or None, origin_topic=origin_topic or None,
+            unit_mode=False, max_reconsume_times=max_reconsume_times)
+        self._call(address, request(RequestCode.CONSUMER_SEND_MSG_BACK, header))
+
+    # ------------------------------------------------------------ admin
+
     def create_topic(self, topic: str, *, queues: int = 4, perm: int = 6,
-                     brokers: Sequence[str] | None = None) -> None: ...  # every master if None
+                     brokers: Sequence[str] | None = None) -> None:  # every master if None
+        if queues <= 0:
+            raise ValueError(f"queues must be > 0, got {queues}")
+        if not 0 <= perm <= 15:
+            raise ValueError(f"perm must be 0..15, got {perm}")
+        cluster = self.cluster_brokers()
+        if brokers is None:
+            targets = cluster
+        else:
+            unknown = sorted(set(brokers) - set(cluster))
+            if unknown:
+                raise ValueError(f"unknown broker(s) {unknown}; the cluster has {sorted(cluster)}")
+            targets = {b: cluster[b] for b in brokers}
+        if not targets:
+            raise BrokerError(ResponseCode.SERVICE_NOT_AVAILABLE, "the NameServer knows no broker")
+        header = CreateTopicRequestHeader(topic, read_queue_nums=queues, write_queue_nums=queues,
+                                          perm=perm, topic_sys_flag=0)
+        for _name, addr in sorted(targets.items()):
+            self._call(addr, request(RequestCode.UPDATE_AND_CREATE_TOPIC, header))
+        self._routes.invalidate(topic)
+
+    def topic_stats(self, topic: str) -> dict[MessageQueue, admin.TopicOffset]:
+        """GET_TOPIC_STATS_INFO of every master hosting ``topic``, merged."""
+        out: dict[MessageQueue, admin.TopicOffset] = {}
+        cmd = request(RequestCode.GET_TOPIC_STATS_INFO, TopicRequestHeader(topic))
+        for addr in sorted({bd.master_addr for bd in self.route(topic).broker_datas if bd.master_addr}):
+            out.update(admin.decode_topic_stats(self._call(addr, cmd).body))
+        return out
+
+    def view_message(self, offset_msg_id: str) -> MessageExt:
+        """VIEW_MESSAGE_BY_ID: the stored message an offset message id points at."""
+        try:
+            host, offset = parse_offset_msg_id(offset_msg_id)
+        except ValueError as exc:
+            raise ValueError(f"bad offset message id {offset_msg_id!r}: {exc}") from None
+        response = self._call(str(host), request(RequestCode.VIEW_MESSAGE_BY_ID,
+                                                 ViewMessageRequestHeader(offset)))
+        return decode_message(response.body)[0]
+
+    def broker_runtime_info(self, address: str) -> dict[str, str]:
+        return admin.decode_runtime_info(
+            self._call(address, request(RequestCode.GET_BROKER_RUNTIME_INFO)).body)
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)

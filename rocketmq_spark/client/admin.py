@@ -1,0 +1,67 @@
+"""Bodies of the admin answers the client reads (fastjson, possibly with bare keys)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from rocketmq_spark.errors import RemoteProtocolError
+from rocketmq_spark.remoting import fastjson
+from rocketmq_spark.remoting.bodies import loads_object
+from rocketmq_spark.remoting.route import MASTER_ID, MessageQueue
+
+
+@dataclass(frozen=True)
+class TopicOffset:
+    """One queue of GET_TOPIC_STATS_INFO: ``[min_offset, max_offset)`` is stored."""
+
+    min_offset: int
+    max_offset: int
+    last_update_timestamp: int = 0
+
+
+def _int(obj: Mapping[str, Any], key: str) -> int:
+    try:
+        return int(obj.get(key) or 0)
+    except (TypeError, ValueError):
+        raise RemoteProtocolError(f"field {key!r} is {obj.get(key)!r}, not an integer") from None
+
+
+def decode_cluster_masters(body: bytes) -> dict[str, str]:
+    """GET_BROKER_CLUSTER_INFO -> broker name -> master address (brokers without one left out)."""
+    obj = loads_object(body, "cluster info")
+    out: dict[str, str] = {}
+    for name, data in (obj.get("brokerAddrTable") or {}).items():
+        if not isinstance(data, dict):
+            raise RemoteProtocolError(f"cluster info entry of {name!r} is not an object")
+        addrs = data.get("brokerAddrs") or {}
+        master = addrs.get(str(MASTER_ID))
+        if master:
+            out[str(data.get("brokerName") or name)] = str(master)
+    return out
+
+
+def decode_topic_list(body: bytes) -> list[str]:
+    obj = loads_object(body, "topic list")
+    topics = obj.get("topicList") or []
+    if not isinstance(topics, list):
+        raise RemoteProtocolError("topicList is not an array")
+    return sorted(str(t) for t in topics)
+
+
+def decode_topic_stats(body: bytes) -> dict[MessageQueue, TopicOffset]:
+    obj = loads_object(body, "topic stats")
+    out: dict[MessageQueue, TopicOffset] = {}
+    for key, value in (obj.get("offsetTable") or {}).items():
+        mq = MessageQueue.from_json(fastjson.loads(key))
+        out[mq] = TopicOffset(_int(value, "minOffset"), _int(value, "maxOffset"),
+                              _int(value, "lastUpdateTimestamp"))
+    return out
+
+
+def decode_runtime_info(body: bytes) -> dict[str, str]:
+    obj = loads_object(body, "broker runtime info")
+    table = obj.get("table") or {}
+    if not isinstance(table, dict):
+        raise RemoteProtocolError("runtime info table is not an object")
+    return {str(k): str(v) for k, v in table.items()}

@@ -1,0 +1,133 @@
+"""Send requests (SEND_MESSAGE_V2, SEND_BATCH_MESSAGE) and their results, with no I/O.
+
+A single message goes out as SEND_MESSAGE_V2 with the one-letter header, its properties
+carrying UNIQ_KEY (the client id we generate), WAIT=true, TAGS, KEYS and DELAY; bodies
+of ``compress_threshold`` bytes or more are zlib-compressed (level 5, sysFlag 1) as the
+Java producer does. A batch goes out as SEND_BATCH_MESSAGE with ``m=true`` and a body of
+batch entries, each with its own properties; batches are never compressed. Sends to a
+``%RETRY%`` topic move RECONSUME_TIME / MAX_RECONSUME_TIMES into header fields j and l.
+"""
+
+from __future__ import annotations
+
+import zlib
+from typing import Sequence
+
+from rocketmq_spark.client.calls import check, request
+from rocketmq_spark.remoting.codes import (
+    DEFAULT_TOPIC, RETRY_PREFIX, SEND_STATUS, SEND_STORED_CODES, MessageSysFlag, RequestCode)
+from rocketmq_spark.remoting.command import RemotingCommand
+from rocketmq_spark.remoting.headers import SendMessageRequestHeader, SendMessageResponseHeader
+from rocketmq_spark.remoting.message import (
+    NAME_VALUE_SEP, PROP_DELAY, PROP_KEYS, PROP_MAX_RECONSUME_TIMES, PROP_RECONSUME_TIME,
+    PROP_TAGS, PROP_UNIQ_KEY, PROP_WAIT, PROPERTY_SEP, BatchItem, encode_batch,
+    encode_properties)
+from rocketmq_spark.remoting.route import MessageQueue
+from rocketmq_spark.structs import Message, SendResult
+
+COMPRESS_THRESHOLD = 4 * 1024   # Java's compressMsgBodyOverHowmuch
+COMPRESS_LEVEL = 5
+DEFAULT_TOPIC_QUEUE_NUMS = 4
+
+
+def _check_text(what: str, text: str) -> None:
+    if NAME_VALUE_SEP in text or PROPERTY_SEP in text:
+        raise ValueError(f"{what} {text!r} contains a control character (\\x01 or \\x02) "
+                         "that the properties encoding reserves")
+
+
+def validate(message: Message) -> None:
+    if not isinstance(message.topic, str) or not message.topic:
+        raise ValueError(f"message topic must be a non-empty string, got {message.topic!r}")
+    if not isinstance(message.body, (bytes, bytearray, memoryview)):
+        raise ValueError(f"message body must be bytes, got {type(message.body).__name__}")
+    if message.delay_level < 0:
+        raise ValueError(f"delay_level must be >= 0, got {message.delay_level}")
+    for k, v in message.properties.items():
+        if not k:
+            raise ValueError("message property with an empty name")
+        _check_text("property name", k)
+        _check_text(f"value of property {k!r}", str(v))
+    for name in ("tags", "keys"):
+        value = getattr(message, name)
+        if value is not None:
+            _check_text(name, value)
+
+
+def uniq_key_of(message: Message) -> str | None:
+    return message.properties.get(PROP_UNIQ_KEY) or None
+
+
+def message_properties(message: Message, uniq_key: str) -> dict[str, str]:
+    """What goes on the wire: user properties, then KEYS, TAGS, DELAY, UNIQ_KEY, WAIT."""
+    props = {k: str(v) for k, v in message.properties.items()}
+    if message.keys:
+        props[PROP_KEYS] = message.keys
+    if message.tags:
+        props[PROP_TAGS] = message.tags
+    if message.delay_level > 0:
+        props[PROP_DELAY] = str(message.delay_level)
+    props[PROP_UNIQ_KEY] = uniq_key
+    props.setdefault(PROP_WAIT, "true")
+    return props
+
+
+def send_request(message: Message, *, queue_id: int, producer_group: str, uniq_key: str,
+                 born_timestamp: int, compress_threshold: int = COMPRESS_THRESHOLD) -> RemotingCommand:
+    validate(message)
+    props = message_properties(message, uniq_key)
+    reconsume_times, max_reconsume = 0, None
+    if message.topic.startswith(RETRY_PREFIX):
+        reconsume_times = int(props.pop(PROP_RECONSUME_TIME, 0) or 0)
+        if PROP_MAX_RECONSUME_TIMES in props:
+            max_reconsume = int(props.pop(PROP_MAX_RECONSUME_TIMES))
+    body, sys_flag = bytes(message.body), 0
+    if compress_threshold >= 0 and len(body) >= compress_threshold:
+        body, sys_flag = zlib.compress(body, COMPRESS_LEVEL), MessageSysFlag.COMPRESSED
+    header = SendMessageRequestHeader(
+        producer_group=producer_group, topic=message.topic, default_topic=DEFAULT_TOPIC,
+        default_topic_queue_nums=DEFAULT_TOPIC_QUEUE_NUMS, queue_id=queue_id, sys_flag=sys_flag,
+        born_timestamp=born_timestamp, flag=message.flag, properties=encode_properties(props),
+        reconsume_times=reconsume_times, unit_mode=False, max_reconsume_times=max_reconsume,
+        batch=False)
+    return request(RequestCode.SEND_MESSAGE_V2, header.to_v2_ext(), body)
+
+
+def validate_batch(messages: Sequence[Message]) -> str:
+    """The batch's topic; ValueError for an empty or mixed batch, delays, retry topics."""
+    if not messages:
+        raise ValueError("send_batch needs at least one message")
+    topic = messages[0].topic
+    for m in messages:
+        validate(m)
+        if m.topic != topic:
+            raise ValueError(f"a batch goes to one topic; got {topic!r} and {m.topic!r}")
+        if m.delay_level:
+            raise ValueError(f"delay_level {m.delay_level} is not supported in a batch")
+    if topic.startswith(RETRY_PREFIX):
+        raise ValueError(f"batches cannot be sent to retry topic {topic!r}")
+    return topic
+
+
+def batch_request(messages: Sequence[Message], *, queue_id: int, producer_group: str,
+                  uniq_keys: Sequence[str], born_timestamp: int) -> RemotingCommand:
+    topic = validate_batch(messages)
+    items = [BatchItem(body=bytes(m.body), properties=message_properties(m, uid), flag=m.flag)
+             for m, uid in zip(messages, uniq_keys, strict=True)]
+    header = SendMessageRequestHeader(
+        producer_group=producer_group, topic=topic, default_topic=DEFAULT_TOPIC,
+        default_topic_queue_nums=DEFAULT_TOPIC_QUEUE_NUMS, queue_id=queue_id, sys_flag=0,
+        born_timestamp=born_timestamp, flag=0, properties=encode_properties({PROP_WAIT: "true"}),
+        reconsume_times=0, unit_mode=False, batch=True)
+    return request(RequestCode.SEND_BATCH_MESSAGE, header.to_v2_ext(), encode_batch(items))
+
+
+def send_result(response: RemotingCommand, *, queue: MessageQueue, msg_id: str, address: str,
+                request_code: int) -> SendResult:
+    """SendResult of a stored message (codes 0, 10, 11, 12); BrokerError otherwise."""
+    check(response, request_code, address, ok=SEND_STORED_CODES)
+    h = SendMessageResponseHeader.from_ext(response.ext)
+    return SendResult(status=SEND_STATUS[response.code], msg_id=msg_id, offset_msg_id=h.msg_id,
+                      queue=MessageQueue(queue.topic, queue.broker_name, h.queue_id),
+                      queue_offset=h.queue_offset)
+

@@ -1,0 +1,257 @@
+"""One embedded broker: store, topic/group/offset tables, clients, locks, long polling,
+the delay timer and its remoting server, under ``<data_dir>/<broker name>/``.
+
+Layout on disk: ``commitlog/`` (segments), ``consumequeue/<topic>/<queueId>/``,
+``config/topics.json``, ``config/subscriptionGroup.json``, ``config/consumerOffset.json``,
+``config/delayOffset.json``, ``broker.json`` (the last port, reused when free so that the
+STOREHOST of stored messages stays reachable after a restart) and ``lock``.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Sequence
+
+from rocketmq_spark.embedded.clients import ClientManager
+from rocketmq_spark.embedded.clock import Clock, SystemClock
+from rocketmq_spark.embedded.groups import SubscriptionGroupManager
+from rocketmq_spark.embedded.locks import RebalanceLockManager
+from rocketmq_spark.embedded.long_poll import PullHoldService
+from rocketmq_spark.embedded.offsets import ConsumerOffsetManager
+from rocketmq_spark.embedded.persist import read_json, write_json
+from rocketmq_spark.embedded.processors import dispatch
+from rocketmq_spark.embedded.processors.base import Call
+from rocketmq_spark.embedded.schedule import ScheduleService
+from rocketmq_spark.embedded.server import Connection, RemotingServer
+from rocketmq_spark.embedded.stats import BrokerStats
+from rocketmq_spark.embedded.store import MessageStore, PutResult
+from rocketmq_spark.embedded.store.commitlog import DEFAULT_SEGMENT_SIZE
+from rocketmq_spark.embedded.topics import TopicConfig, TopicManager
+from rocketmq_spark.remoting.codes import (DELAY_LEVELS_MS, FLAG_ONEWAY, SCHEDULE_TOPIC, SERIALIZE_JSON,
+                                           SERVER_VERSION, MessageSysFlag, Perm, RequestCode, ResponseCode)
+from rocketmq_spark.remoting.command import RemotingCommand
+from rocketmq_spark.remoting.message import PROP_DELAY, PROP_REAL_QID, PROP_REAL_TOPIC, HostPort, MessageExt
+
+log = logging.getLogger(__name__)
+
+HOUSEKEEPING_INTERVAL = 10.0
+IDLE_CONNECTION_SECONDS = 120.0
+
+
+class Broker:
+    def __init__(self, name: str, data_dir: str | Path, *, host: str = "127.0.0.1",
+                 advertised_host: str | None = None, port: int = 0, cluster: str = "DefaultCluster",
+                 default_queues: int = 4, flush: str = "sync", clock: Clock | None = None,
+                 segment_size: int = DEFAULT_SEGMENT_SIZE, acl_file: str | None = None) -> None:
+        if flush not in ("sync", "async"):
+            raise ValueError(f"flush must be 'sync' or 'async', not {flush!r}")
+        self.name = name
+        self.cluster = cluster
+        self.host = host
+        self.advertised_host = advertised_host or (host if host not in ("0.0.0.0", "", "::") else "127.0.0.1")
+        self.requested_port = port
+        self.root = Path(data_dir) / name
+        self.default_queues = default_queues
+        self.flush = flush
+        self.clock: Clock = clock or SystemClock()
+        self.segment_size = segment_size
+        self.acl_file = acl_file
+        # ACL hook: a validator with check(call) raising Refuse; built from acl_file by a
+        # later task. Until then the file is accepted and not enforced.
+        self.acl: Any = None
+        self._opaque = iter(range(1, 1 << 31))
+        self._opaque_lock = threading.Lock()
+        self._housekeeper: threading.Thread | None = None
+        self._last_port: int | None = None
+        self._build()
+        self.started = False
+
+    # ------------------------------------------------------------ life cycle
+
+    def _build(self) -> None:
+        """Fresh runtime parts: a broker can be stopped and started again (what is on
+        disk stays; connections, clients and locks start empty, as after a restart)."""
+        self.boot_ms = self.clock.now_ms()
+        self.stats = BrokerStats()
+        self.clients = ClientManager(self.clock)
+        self.locks = RebalanceLockManager(self.clock)
+        self.groups = SubscriptionGroupManager(self.root / "config" / "subscriptionGroup.json")
+        self.offsets = ConsumerOffsetManager(self.root / "config" / "consumerOffset.json")
+        self.topics = TopicManager(self.root / "config" / "topics.json", cluster=self.cluster, broker=self.name,
+                                   clock=self.clock)
+        self.server = RemotingServer(self.name, self.host, self._on_request, on_close=self._on_close)
+        self.long_poll = PullHoldService(self._max_offset, name=f"{self.name}-long-poll")
+        self.store: MessageStore = None  # type: ignore[assignment]  # opened in start()
+        self.schedule: ScheduleService = None  # type: ignore[assignment]
+        self._stop = threading.Event()
+
+    @property
+    def port(self) -> int:
+        return self.server.port
+
+    @property
+    def addr(self) -> str:
+        return f"{self.advertised_host}:{self.port}"
+
+    @property
+    def flush_sync(self) -> bool:
+        return self.flush == "sync"
+
+    def start(self) -> "Broker":
+        if self.started:
+            return self
+        if self._last_port is not None:  # started before: start from a clean slate
+            self._build()
+        self.root.mkdir(parents=True, exist_ok=True)
+        if self.acl_file:
+            log.warning("%s: ACL file %s accepted but not enforced yet", self.name, self.acl_file)
+        meta_path = self.root / "broker.json"
+        meta = read_json(meta_path, {}) or {}
+        self.server.bind(self.requested_port, preferred=None if self.requested_port else meta.get("port"))
+        try:
+            self.store = MessageStore(self.root, HostPort(self.advertised_host, self.port), clock=self.clock,
+                                      segment_size=self.segment_size)
+            self.store.open()
+            self.topics.load()
+            self.groups.load()
+            self.offsets.load()
+            self.schedule = ScheduleService(self.store, lambda m: self.put([m], apply_delay=False),
+                                            self.root / "config" / "delayOffset.json", clock=self.clock,
+                                            name=f"{self.name}-schedule")
+            self.schedule.load()
+            self.store.add_listener(self.long_poll.notify_arrival)
+            self.store.add_listener(self.schedule.notify_arrival)
+            write_json(meta_path, {"name": self.name, "cluster": self.cluster, "port": self.port})
+            self._last_port = self.port
+        except BaseException:
+            self.server.stop()
+            if self.store is not None:
+                self.store.close()
+            raise
+        self.offsets.start()
+        self.long_poll.start()
+        self.schedule.start()
+        self.server.start()
+        self._housekeeper = threading.Thread(target=self._housekeeping, name=f"{self.name}-housekeeping",
+                                             daemon=True)
+        self._housekeeper.start()
+        self.started = True
+        log.info("%s listening on %s (store %s, flush %s)", self.name, self.addr, self.root, self.flush)
+        return self
+
+    def stop(self) -> None:
+        if not self.started:
+            return
+        self.started = False
+        self._stop.set()
+        self.server.stop()
+        self.long_poll.stop()
+        self.schedule.stop()
+        self.offsets.close()
+        self.store.close()
+        if self._housekeeper is not None:
+            self._housekeeper.join(5)
+        log.info("%s stopped", self.name)
+
+    # ------------------------------------------------------------ requests
+
+    def _on_request(self, conn: Connection, cmd: RemotingCommand) -> None:
+        dispatch(self, conn, cmd)
+
+    def _on_close(self, conn: Connection) -> None:
+        self.long_poll.drop_connection(conn.id)
+        for notice in self.clients.connection_closed(conn.id):
+            self.notify_consumer_ids_changed(notice)
+
+    def _max_offset(self, topic: str, queue_id: int) -> int:
+        return self.store.max_offset(topic, queue_id) if self.store is not None else 0
+
+    def answer_when_durable(self, call: Call, result: PutResult, answer: RemotingCommand, *,
+                            wait: bool) -> RemotingCommand | None:
+        """``answer`` now (async flush, or the message does not wait) or once the commit
+        log is fsynced past ``result`` (group commit); FLUSH_DISK_TIMEOUT if fsync failed."""
+        if not (self.flush_sync and wait):
+            return answer
+        if call.oneway:
+            return None
+
+        def done(ok: bool) -> None:
+            call.send(answer if ok else replace(answer, code=ResponseCode.FLUSH_DISK_TIMEOUT))
+
+        self.store.when_durable(result.end_offset, done)
+        return None
+
+    # ------------------------------------------------------------ messages
+
+    def put(self, messages: Sequence[MessageExt], *, apply_delay: bool = True) -> PutResult:
+        """Store messages; with ``apply_delay`` a DELAY > 0 reroutes a message through
+        SCHEDULE_TOPIC_XXXX (REAL_TOPIC/REAL_QID keep where it goes)."""
+        if apply_delay:
+            messages = [self._delayed(m) for m in messages]
+        try:
+            result = self.store.put(messages)
+        except Exception:
+            self.stats.put_failed += 1
+            raise
+        self.stats.on_put(len(result.stored), sum(s.size for s in result.stored))
+        return result
+
+    def _delayed(self, m: MessageExt) -> MessageExt:
+        try:
+            level = int(m.properties.get(PROP_DELAY, "0"))
+        except ValueError:
+            return m
+        tx = m.sys_flag & MessageSysFlag.TRANSACTION_MASK
+        if level <= 0 or m.topic == SCHEDULE_TOPIC or tx not in (0, 0x8):
+            return m
+        props = dict(m.properties)
+        if level > len(DELAY_LEVELS_MS):
+            level = len(DELAY_LEVELS_MS)
+            props[PROP_DELAY] = str(level)
+        props[PROP_REAL_TOPIC] = m.topic
+        props[PROP_REAL_QID] = str(m.queue_id)
+        return replace(m, topic=SCHEDULE_TOPIC, queue_id=level - 1, properties=props)
+
+    # ------------------------------------------------------------ topics, clients
+
+    def create_topic(self, topic: str, queues: int | None = None, perm: int = Perm.READ | Perm.WRITE) -> TopicConfig:
+        n = self.default_queues if queues is None else queues
+        return self.topics.put(TopicConfig(topic, n, n, perm))
+
+    def notify_consumer_ids_changed(self, notice: tuple[str, list]) -> None:
+        """NOTIFY_CONSUMER_IDS_CHANGED (oneway, JSON) to every channel of the group."""
+        group, channels = notice
+        for channel in channels:
+            with self._opaque_lock:
+                opaque = next(self._opaque)
+            channel.conn.send(RemotingCommand(
+                code=RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, opaque=opaque, flag=FLAG_ONEWAY,
+                ext_fields={"consumerGroup": group}, language="JAVA", version=SERVER_VERSION,
+                serialize_type=SERIALIZE_JSON))
+
+    def expire_clients(self) -> list[Connection]:
+        """Drop clients silent for 120 s (by the broker's clock) and close their
+        connections; returns the connections closed."""
+        stale, notices = self.clients.expire()
+        for notice in notices:
+            self.notify_consumer_ids_changed(notice)
+        for conn in stale:
+            close = getattr(conn, "close", None)
+            if close is not None:
+                close("no heartbeat for 120 s")
+        return list(stale)  # type: ignore[arg-type]
+
+    def _housekeeping(self) -> None:
+        while not self._stop.wait(HOUSEKEEPING_INTERVAL):
+            try:
+                self.expire_clients()
+                limit = time.monotonic() - IDLE_CONNECTION_SECONDS
+                for conn in self.server.connections():
+                    if conn.last_read < limit:
+                        conn.close("idle for 120 s")
+            except Exception:
+                log.exception("%s: housekeeping failed", self.name)

@@ -1,0 +1,96 @@
+"""``rocketmq-spark broker``: run the embedded NameServer + broker(s) in the foreground.
+
+Once everything listens it prints one line holding ``nameServer=HOST:PORT`` (and the
+brokers' addresses) on stdout, then serves until SIGTERM or SIGINT, and exits 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+from pathlib import Path
+
+from rocketmq_spark.embedded.cluster import EmbeddedCluster
+from rocketmq_spark.embedded.topics import validate_topic
+from rocketmq_spark.errors import ConfigError
+
+
+def _topic(text: str) -> tuple[str, int | None]:
+    name, sep, queues = text.partition(":")
+    reason = validate_topic(name)
+    if reason is not None:
+        raise argparse.ArgumentTypeError(f"bad topic {name!r}: {reason}")
+    if not sep:
+        return name, None
+    if not queues.isdigit() or int(queues) < 1:
+        raise argparse.ArgumentTypeError(f"bad queue count {queues!r} in {text!r}: expected NAME:QUEUES, QUEUES >= 1")
+    return name, int(queues)
+
+
+def _port(text: str) -> int:
+    if not text.isdigit() or int(text) > 65535:
+        raise argparse.ArgumentTypeError(f"bad port {text!r}: expected 0..65535")
+    return int(text)
+
+
+def _positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return int(text)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="rocketmq-spark broker",
+        description="Run a RocketMQ-compatible NameServer and broker(s) in one process, storing "
+                    "data on disk. Prints 'nameServer=HOST:PORT' once listening; stop with "
+                    "SIGTERM or Ctrl-C.")
+    p.add_argument("--brokers", type=_positive, default=1, help="number of brokers (broker-a, broker-b, ...)")
+    p.add_argument("--data-dir", default="./data/rocketmq", help="where the brokers store their data "
+                   "(default ./data/rocketmq)")
+    p.add_argument("--namesrv-port", type=_port, default=9876,
+                   help="NameServer port (default 9876; 0 picks a free port; brokers always use free ports)")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on and advertise (default 127.0.0.1)")
+    p.add_argument("--topic", action="append", type=_topic, default=[], metavar="NAME[:QUEUES]",
+                   help="create this topic at start (repeatable; queues default to --default-queues)")
+    p.add_argument("--default-queues", type=_positive, default=4,
+                   help="queue count of topics created without one (default 4)")
+    p.add_argument("--flush", choices=("sync", "async"), default="sync",
+                   help="sync: answer a send once it is fsynced (default); async: answer at once")
+    p.add_argument("--acl", metavar="FILE", default=None,
+                   help="ACL file (plain_acl.yml); accepted and stored, not enforced yet")
+    p.add_argument("--log-level", default="WARNING", choices=("DEBUG", "INFO", "WARNING", "ERROR"),
+                   help="log level on stderr (default WARNING)")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    logging.basicConfig(level=args.log_level, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    topics = {name: queues or args.default_queues for name, queues in args.topic}
+    # Block the stop signals before any thread starts, then wait for one synchronously.
+    stop_signals = {signal.SIGTERM, signal.SIGINT}
+    signal.pthread_sigmask(signal.SIG_BLOCK, stop_signals)
+    try:
+        cluster = EmbeddedCluster(Path(args.data_dir), brokers=args.brokers, namesrv_port=args.namesrv_port,
+                                  host=args.host, default_queues=args.default_queues, topics=topics,
+                                  flush=args.flush, acl_file=args.acl)
+        cluster.start()
+    except (ConfigError, OSError, RuntimeError) as exc:
+        print(f"rocketmq-spark broker: cannot start: {exc}", file=sys.stderr)
+        return 1
+    brokers = " ".join(f"{name}={addr}" for name, addr in cluster.broker_addrs.items())
+    print(f"rocketmq-spark broker: nameServer={cluster.namesrv_addr} {brokers} "
+          f"dataDir={Path(args.data_dir).resolve()}", flush=True)
+    try:
+        signal.sigwait(stop_signals)
+    finally:
+        cluster.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

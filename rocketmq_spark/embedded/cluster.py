@@ -1,0 +1,129 @@
+"""``EmbeddedCluster``: a NameServer and N brokers in this process, persistent on disk.
+
+    with EmbeddedCluster("data/rocketmq", brokers=2, topics={"orders": 4}) as c:
+        c.namesrv_addr      # "127.0.0.1:PORT"
+        c.broker_addrs      # {"broker-a": "127.0.0.1:PORT", "broker-b": ...}
+        c.brokers           # {"broker-a": Broker, ...}
+
+Brokers are named broker-a, broker-b, ... in cluster DefaultCluster, each on its own
+port (free ports; a broker reuses its previous port when it is free) and storing under
+``<data_dir>/<broker name>/``. ``topics`` are created on every broker at start (existing
+ones keep their queue count unless it differs).
+"""
+
+from __future__ import annotations
+
+import logging
+import string
+from pathlib import Path
+from types import TracebackType
+
+from rocketmq_spark.embedded.broker import Broker
+from rocketmq_spark.embedded.clock import Clock, SystemClock
+from rocketmq_spark.embedded.namesrv import NameServer
+from rocketmq_spark.embedded.store.commitlog import DEFAULT_SEGMENT_SIZE
+from rocketmq_spark.embedded.topics import TopicConfig, validate_topic
+from rocketmq_spark.errors import ConfigError
+from rocketmq_spark.remoting.codes import Perm
+
+log = logging.getLogger(__name__)
+
+CLUSTER_NAME = "DefaultCluster"
+
+
+def broker_name(index: int) -> str:
+    letters = string.ascii_lowercase
+    return f"broker-{letters[index]}" if index < len(letters) else f"broker-{index}"
+
+
+class EmbeddedCluster:
+    def __init__(self, data_dir: str | Path, brokers: int = 1, namesrv_port: int = 0,
+                 host: str = "127.0.0.1", default_queues: int = 4, topics: dict[str, int] | None = None,
+                 flush: str = "sync", acl_file: str | None = None, *, clock: Clock | None = None,
+                 segment_size: int = DEFAULT_SEGMENT_SIZE, advertised_host: str | None = None) -> None:
+        if brokers < 1:
+            raise ConfigError(f"brokers must be at least 1, not {brokers}")
+        if default_queues < 1:
+            raise ConfigError(f"default_queues must be at least 1, not {default_queues}")
+        if flush not in ("sync", "async"):
+            raise ConfigError(f"flush must be 'sync' or 'async', not {flush!r}")
+        for name, queues in (topics or {}).items():
+            reason = validate_topic(name)
+            if reason is not None:
+                raise ConfigError(f"topic {name!r}: {reason}")
+            if queues < 1:
+                raise ConfigError(f"topic {name!r}: queue count must be at least 1, not {queues}")
+        self.data_dir = Path(data_dir)
+        self.host = host
+        self.default_queues = default_queues
+        self.initial_topics = dict(topics or {})
+        self.flush = flush
+        self.acl_file = acl_file
+        self.clock: Clock = clock or SystemClock()
+        self.brokers: dict[str, Broker] = {
+            broker_name(i): Broker(broker_name(i), self.data_dir, host=host, advertised_host=advertised_host,
+                                   cluster=CLUSTER_NAME, default_queues=default_queues, flush=flush,
+                                   clock=self.clock, segment_size=segment_size, acl_file=acl_file)
+            for i in range(brokers)}
+        self.namesrv = NameServer(lambda: list(self.brokers.values()), host=host, port=namesrv_port,
+                                  cluster=CLUSTER_NAME, advertised_host=advertised_host)
+        self._started = False
+
+    # ------------------------------------------------------------ life cycle
+
+    def start(self) -> "EmbeddedCluster":
+        if self._started:
+            return self
+        started: list[Broker] = []
+        try:
+            for broker in self.brokers.values():
+                broker.start()
+                started.append(broker)
+                for topic, queues in self.initial_topics.items():
+                    existing = broker.topics.get(topic)
+                    if existing is None or existing.queue_count != queues:
+                        broker.create_topic(topic, queues)
+            self.namesrv.start()
+        except BaseException:
+            for broker in started:
+                broker.stop()
+            raise
+        self._started = True
+        log.info("embedded cluster: nameServer=%s brokers=%s", self.namesrv_addr, self.broker_addrs)
+        return self
+
+    def stop(self) -> None:
+        if not self._started:
+            return
+        self._started = False
+        self.namesrv.stop()
+        for broker in self.brokers.values():
+            broker.stop()
+
+    def __enter__(self) -> "EmbeddedCluster":
+        return self.start()
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.stop()
+
+    # ------------------------------------------------------------ addresses
+
+    @property
+    def namesrv_addr(self) -> str:
+        return self.namesrv.addr
+
+    @property
+    def broker_addrs(self) -> dict[str, str]:
+        return {name: b.addr for name, b in self.brokers.items()}
+
+    # ------------------------------------------------------------ conveniences
+
+    def create_topic(self, topic: str, queues: int | None = None, perm: int = Perm.READ | Perm.WRITE,
+                     brokers: list[str] | None = None) -> dict[str, TopicConfig]:
+        """Create (or update) ``topic`` on the given brokers (all by default)."""
+        reason = validate_topic(topic)
+        if reason is not None:
+            raise ConfigError(f"topic {topic!r}: {reason}")
+        return {name: self.brokers[name].create_topic(topic, queues, perm)
+                for name in (brokers or list(self.brokers))}

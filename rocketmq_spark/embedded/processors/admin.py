@@ -1,0 +1,170 @@
+"""Queue metadata (29-33) and admin requests (17, 21, 28, 202, 203, 208), as 4.9.8 answers.
+
+Bodies with non-string map keys are written the fastjson way (bare MessageQueue objects
+as keys, section 4.2), because that is what the 4.9.8 broker sends.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import TYPE_CHECKING, Any
+
+from rocketmq_spark.embedded.processors.base import Call, Refuse
+from rocketmq_spark.embedded.topics import TopicConfig, validate_topic
+from rocketmq_spark.remoting.bodies import ConsumeStats, OffsetWrapper, dumps
+from rocketmq_spark.remoting.codes import SERVER_VERSION, ResponseCode
+from rocketmq_spark.remoting.command import RemotingCommand
+from rocketmq_spark.remoting.headers import (CreateTopicRequestHeader, GetConsumeStatsRequestHeader,
+                                             GetConsumerListRequestHeader, QueueRequestHeader,
+                                             SearchOffsetRequestHeader, TopicRequestHeader,
+                                             ViewMessageRequestHeader)
+from rocketmq_spark.remoting.route import MessageQueue
+
+if TYPE_CHECKING:
+    from rocketmq_spark.embedded.broker import Broker
+
+
+# ---------------------------------------------------------------- queue metadata
+
+def handle_max_offset(broker: "Broker", call: Call) -> RemotingCommand:
+    h = QueueRequestHeader.from_ext(call.ext)
+    return call.answer(ResponseCode.SUCCESS, ext={"offset": str(broker.store.max_offset(h.topic, h.queue_id))})
+
+
+def handle_min_offset(broker: "Broker", call: Call) -> RemotingCommand:
+    h = QueueRequestHeader.from_ext(call.ext)
+    return call.answer(ResponseCode.SUCCESS, ext={"offset": str(broker.store.min_offset(h.topic, h.queue_id))})
+
+
+def handle_search_offset(broker: "Broker", call: Call) -> RemotingCommand:
+    h = SearchOffsetRequestHeader.from_ext(call.ext)
+    offset = broker.store.search_offset(h.topic, h.queue_id, h.timestamp)
+    return call.answer(ResponseCode.SUCCESS, ext={"offset": str(offset)})
+
+
+def handle_earliest_time(broker: "Broker", call: Call) -> RemotingCommand:
+    h = QueueRequestHeader.from_ext(call.ext)
+    return call.answer(ResponseCode.SUCCESS, ext={"timestamp": str(broker.store.earliest_time(h.topic, h.queue_id))})
+
+
+def handle_view_message(broker: "Broker", call: Call) -> RemotingCommand:
+    h = ViewMessageRequestHeader.from_ext(call.ext)
+    record = broker.store.message_at(h.offset)
+    if record is None:
+        raise Refuse(ResponseCode.SYSTEM_ERROR, f"can not find message by the offset, {h.offset}")
+    return call.answer(ResponseCode.SUCCESS, body=record)
+
+
+# ---------------------------------------------------------------- topics
+
+def handle_create_topic(broker: "Broker", call: Call) -> RemotingCommand:
+    h = CreateTopicRequestHeader.from_ext(call.ext)
+    reason = validate_topic(h.topic)
+    if reason is not None:
+        raise Refuse(ResponseCode.SYSTEM_ERROR, reason)
+    if h.topic == broker.cluster:
+        raise Refuse(ResponseCode.SYSTEM_ERROR, f"the topic[{h.topic}] is conflict with system reserved words.")
+    broker.topics.put(TopicConfig(h.topic, h.read_queue_nums, h.write_queue_nums, h.perm,
+                                  h.topic_filter_type, h.topic_sys_flag or 0, h.order))
+    return call.answer(ResponseCode.SUCCESS, remark="not set any response code")
+
+
+def handle_all_topic_config(broker: "Broker", call: Call) -> RemotingCommand:
+    return call.answer(ResponseCode.SUCCESS, ext={}, body=dumps(broker.topics.snapshot_json()))
+
+
+def _mq_key(mq: MessageQueue) -> str:
+    return dumps(mq.to_json()).decode()
+
+
+def handle_topic_stats(broker: "Broker", call: Call) -> RemotingCommand:
+    h = TopicRequestHeader.from_ext(call.ext)
+    config = broker.topics.get(h.topic)
+    if config is None:
+        raise Refuse(ResponseCode.TOPIC_NOT_EXIST, f"topic[{h.topic}] not exist")
+    parts = []
+    for qid in range(config.write_queue_nums):
+        top = broker.store.max_offset(h.topic, qid)
+        last = broker.store.store_time(h.topic, qid, top - 1) if top > 0 else 0
+        value = dumps({"lastUpdateTimestamp": max(last, 0), "maxOffset": top,
+                       "minOffset": broker.store.min_offset(h.topic, qid)}).decode()
+        parts.append(f"{_mq_key(MessageQueue(h.topic, broker.name, qid))}:{value}")
+    return call.answer(ResponseCode.SUCCESS, body=('{"offsetTable":{%s}}' % ",".join(parts)).encode())
+
+
+# ---------------------------------------------------------------- consumers
+
+def handle_consumer_connections(broker: "Broker", call: Call) -> RemotingCommand:
+    h = GetConsumerListRequestHeader.from_ext(call.ext)
+    info = broker.clients.group(h.consumer_group)
+    if info is None or not info.channels:
+        raise Refuse(ResponseCode.CONSUMER_NOT_ONLINE, f"the consumer group[{h.consumer_group}] not online")
+    body: dict[str, Any] = {
+        "connectionSet": [{"clientAddr": ch.conn.remote_addr, "clientId": ch.client_id,
+                           "language": ch.language, "version": ch.version} for ch in info.channels.values()],
+        "consumeFromWhere": info.consume_from_where, "consumeType": info.consume_type,
+        "messageModel": info.message_model,
+        "subscriptionTable": {t: s.to_json() for t, s in info.subscriptions.items()}}
+    return call.answer(ResponseCode.SUCCESS, body=dumps(body))
+
+
+def handle_consume_stats(broker: "Broker", call: Call) -> RemotingCommand:
+    h = GetConsumeStatsRequestHeader.from_ext(call.ext)
+    group = h.consumer_group
+    topics = [h.topic] if h.topic else sorted(broker.offsets.topics_of(group))
+    info = broker.clients.group(group)
+    table: dict[MessageQueue, OffsetWrapper] = {}
+    tps = 0.0
+    for topic in topics:
+        config = broker.topics.get(topic)
+        if config is None:
+            continue
+        if info is not None and info.subscriptions and topic not in info.subscriptions:
+            continue
+        for qid in range(config.read_queue_nums):
+            consumer = max(broker.offsets.query(group, topic, qid), 0)
+            last = broker.store.store_time(topic, qid, consumer - 1) if consumer > 0 else 0
+            table[MessageQueue(topic, broker.name, qid)] = OffsetWrapper(
+                max(broker.store.max_offset(topic, qid), 0), consumer, max(last, 0))
+        tps += broker.stats.group_get_tps(group, topic)
+    return call.answer(ResponseCode.SUCCESS, body=ConsumeStats(table, tps).encode())
+
+
+# ---------------------------------------------------------------- runtime
+
+def runtime_table(broker: "Broker") -> dict[str, str]:
+    store, stats = broker.store, broker.stats
+    uptime = int(time.time() - broker.boot_ms / 1000)
+    d, rem = divmod(uptime, 86400)
+    hh, rem = divmod(rem, 3600)
+    mm, ss = divmod(rem, 60)
+    table = {
+        "brokerVersionDesc": "V4_9_8", "brokerVersion": str(SERVER_VERSION),
+        "bootTimestamp": str(broker.boot_ms),
+        "runtime": f"[ {d} days, {hh} hours, {mm} minutes, {ss} seconds ]",
+        "msgPutTotalTodayNow": str(stats.put_total), "msgGetTotalTodayNow": str(stats.get_total),
+        "msgPutTotalTodayMorning": "0", "msgGetTotalTodayMorning": "0",
+        "msgPutTotalYesterdayMorning": "0", "msgGetTotalYesterdayMorning": "0",
+        "putTps": f"{stats.put_tps()} ", "getTotalTps": f"{stats.get_tps()} ",
+        "getFoundTps": f"{stats.get_tps()} ", "putMessageTimesTotal": str(stats.put_total),
+        "putMessageSizeTotal": str(stats.put_bytes),
+        "putMessageAverageSize": str(stats.put_bytes / stats.put_total if stats.put_total else 0.0),
+        "putMessageFailedTimes": str(stats.put_failed),
+        "commitLogMinOffset": str(store.commitlog.min_offset),
+        "commitLogMaxOffset": str(store.commitlog.max_offset),
+        "remainHowManyDataToFlush": "0 B", "earliestMessageTimeStamp": "-1",
+        "dispatchBehindBytes": "0", "dispatchMaxBuffer": "0", "pageCacheLockTimeMills": "0",
+        "startAcceptSendRequestTimeStamp": "0",
+        "sendThreadPoolQueueSize": "0", "sendThreadPoolQueueCapacity": "10000",
+        "pullThreadPoolQueueSize": "0", "pullThreadPoolQueueCapacity": "100000",
+        "queryThreadPoolQueueSize": "0", "queryThreadPoolQueueCapacity": "20000",
+    }
+    for level, (done, top) in broker.schedule.progress().items():
+        table[f"scheduleMessageOffset_{level}"] = f"{done},{top}"
+    return table
+
+
+def handle_runtime_info(broker: "Broker", call: Call) -> RemotingCommand:
+    return call.answer(ResponseCode.SUCCESS, body=json.dumps({"table": runtime_table(broker)},
+                                                             separators=(",", ":")).encode())

@@ -1,0 +1,108 @@
+"""PULL_MESSAGE (11) and LITE_PULL_MESSAGE (361): ``PullMessageProcessor`` of 4.9.8.
+
+Checks (topic exists and is readable, queue id in range, the subscription from the
+request or from the group's heartbeat), then the store's answer mapped to a response
+code with the store status as remark and the four offsets as extFields. A
+PULL_NOT_FOUND with the SUSPEND flag is parked for long polling on its first execution;
+the re-execution (woken by a message or by the timeout) answers whatever it finds. The
+COMMIT_OFFSET flag stores ``commitOffset`` on the first execution only.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Callable
+
+from rocketmq_spark.embedded.long_poll import HeldPull
+from rocketmq_spark.embedded.processors.base import FAQ, Call, Refuse
+from rocketmq_spark.embedded.store import GetStatus
+from rocketmq_spark.remoting.codes import PullSysFlag, ResponseCode
+from rocketmq_spark.remoting.command import RemotingCommand
+from rocketmq_spark.remoting.headers import PullMessageRequestHeader
+from rocketmq_spark.remoting.message import java_string_hash, parse_subscription
+
+if TYPE_CHECKING:
+    from rocketmq_spark.embedded.broker import Broker
+
+EMPTY: dict[str, str] = {}
+
+
+def _moved_if_not_zero(offset: int) -> int:
+    return ResponseCode.PULL_OFFSET_MOVED if offset != 0 else ResponseCode.PULL_NOT_FOUND
+
+
+# store status -> response code (a function of the requested offset where 4.9.8 decides so)
+STATUS_CODES: dict[GetStatus, Callable[[int], int]] = {
+    GetStatus.FOUND: lambda _o: ResponseCode.SUCCESS,
+    GetStatus.NO_MATCHED_MESSAGE: lambda _o: ResponseCode.PULL_RETRY_IMMEDIATELY,
+    GetStatus.MESSAGE_WAS_REMOVING: lambda _o: ResponseCode.PULL_RETRY_IMMEDIATELY,
+    GetStatus.NO_MATCHED_LOGIC_QUEUE: _moved_if_not_zero,
+    GetStatus.NO_MESSAGE_IN_QUEUE: _moved_if_not_zero,
+    GetStatus.OFFSET_FOUND_NULL: lambda _o: ResponseCode.PULL_NOT_FOUND,
+    GetStatus.OFFSET_OVERFLOW_ONE: lambda _o: ResponseCode.PULL_NOT_FOUND,
+    GetStatus.OFFSET_OVERFLOW_BADLY: lambda _o: ResponseCode.PULL_OFFSET_MOVED,
+    GetStatus.OFFSET_TOO_SMALL: lambda _o: ResponseCode.PULL_OFFSET_MOVED,
+}
+
+
+def handle_pull(broker: "Broker", call: Call) -> RemotingCommand | None:
+    header = PullMessageRequestHeader.from_ext(call.ext)
+    return execute_pull(broker, call, header, allow_suspend=True)
+
+
+def _tags(broker: "Broker", h: PullMessageRequestHeader) -> frozenset[str]:
+    """The tags this pull filters on (empty = everything)."""
+    if h.sys_flag & PullSysFlag.SUBSCRIPTION:
+        expression_type = h.expression_type or "TAG"
+        expression = h.subscription
+    else:
+        info = broker.clients.group(h.consumer_group)
+        if info is None:
+            raise Refuse(ResponseCode.SUBSCRIPTION_NOT_EXIST, "the consumer's group info not exist" + FAQ, EMPTY)
+        sub = info.subscriptions.get(h.topic)
+        if sub is None:
+            raise Refuse(ResponseCode.SUBSCRIPTION_NOT_EXIST, "the consumer's subscription not exist" + FAQ, EMPTY)
+        if sub.sub_version < h.sub_version:
+            raise Refuse(ResponseCode.SUBSCRIPTION_NOT_LATEST, "the consumer's subscription not latest", EMPTY)
+        expression_type, expression = sub.expression_type, sub.sub_string
+    if expression_type.upper() != "TAG":
+        raise Refuse(ResponseCode.SYSTEM_ERROR,
+                     f"The broker does not support consumer to filter message by {expression_type}", EMPTY)
+    return parse_subscription(expression)
+
+
+def execute_pull(broker: "Broker", call: Call, h: PullMessageRequestHeader, *,
+                 allow_suspend: bool) -> RemotingCommand | None:
+    broker.groups.find_or_create(h.consumer_group)
+    config = broker.topics.get(h.topic)
+    if config is None:
+        raise Refuse(ResponseCode.TOPIC_NOT_EXIST, f"topic[{h.topic}] not exist, apply first please! {FAQ}", EMPTY)
+    if not config.readable:
+        raise Refuse(ResponseCode.NO_PERMISSION, f"the topic[{h.topic}] pulling message is forbidden", EMPTY)
+    if not 0 <= h.queue_id < config.read_queue_nums:
+        raise Refuse(ResponseCode.SYSTEM_ERROR,
+                     f"queueId[{h.queue_id}] is illegal, topic:[{h.topic}] topicConfig.readQueueNums:"
+                     f"[{config.read_queue_nums}] consumer:[/{call.conn.remote_addr}]", EMPTY)
+    codes = frozenset(java_string_hash(t) for t in _tags(broker, h))
+    accept = codes.__contains__ if codes else None
+    result = broker.store.get(h.topic, h.queue_id, h.queue_offset, h.max_msg_nums, accept)
+    code = STATUS_CODES[result.status](h.queue_offset)
+    ext = {"suggestWhichBrokerId": "0", "nextBeginOffset": str(result.next_begin_offset),
+           "maxOffset": str(result.max_offset), "minOffset": str(result.min_offset)}
+    response: RemotingCommand | None = call.answer(code, result.status.value, ext, b"".join(result.messages))
+    if result.messages:
+        broker.stats.on_get(h.consumer_group, h.topic, len(result.messages))
+    if code == ResponseCode.PULL_NOT_FOUND and allow_suspend and h.sys_flag & PullSysFlag.SUSPEND:
+        def again() -> None:
+            try:
+                call.send(execute_pull(broker, call, h, allow_suspend=False))
+            except Refuse as r:  # e.g. the topic was deleted meanwhile
+                call.send(call.answer(r.code, r.remark, r.ext))
+
+        broker.long_poll.hold(HeldPull(h.topic, h.queue_id, h.queue_offset,
+                                       time.monotonic() + max(h.suspend_timeout_millis, 0) / 1000,
+                                       accept, again, call.conn.id))
+        response = None
+    if allow_suspend and h.sys_flag & PullSysFlag.COMMIT_OFFSET:
+        broker.offsets.commit(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
+    return response

@@ -1,0 +1,240 @@
+"""The remoting server: TCP listener, one reader and one writer thread per connection.
+
+How this works. The reader thread decodes frames (``remoting.command.FrameDecoder``) and
+hands each request to the handler on that thread; handlers answer at once or later (a
+held pull, a send waiting for fsync) through ``Connection.send``, which only queues the
+frame: the connection's writer thread does the socket writes, so no handler, flusher or
+timer ever blocks on a slow peer, and a held request never blocks other connections.
+A frame that cannot be decoded (over 16 MiB, bad header, unknown serialization) closes
+that connection only; queued answers are written first.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import socket
+import threading
+import time
+from collections import deque
+from typing import Callable
+
+from rocketmq_spark.errors import LocalProtocolError, RemoteProtocolError
+from rocketmq_spark.remoting.command import FrameDecoder, RemotingCommand, encode
+from rocketmq_spark.remoting.message import HostPort
+
+log = logging.getLogger(__name__)
+
+_ids = itertools.count(1)
+RECV_SIZE = 256 * 1024
+
+Handler = Callable[["Connection", RemotingCommand], None]
+
+
+class Connection:
+    """One accepted TCP connection. ``send`` is thread-safe and never blocks."""
+
+    def __init__(self, sock: socket.socket, server: "RemotingServer") -> None:
+        self.id = next(_ids)
+        self.sock = sock
+        self.server = server
+        host, port = sock.getpeername()[:2]
+        self.remote = HostPort(host, port)
+        self.remote_addr = str(self.remote)
+        self.last_read = time.monotonic()
+        self.closed = threading.Event()
+        self._out: deque[bytes] = deque()
+        self._cond = threading.Condition()
+        self._close_notified = False
+        self._reader = threading.Thread(target=self._read_loop, name=f"{server.name}-r{self.id}", daemon=True)
+        self._writer = threading.Thread(target=self._write_loop, name=f"{server.name}-w{self.id}", daemon=True)
+
+    def __repr__(self) -> str:
+        return f"<Connection {self.id} {self.remote_addr} on {self.server.name}>"
+
+    def start(self) -> None:
+        self._writer.start()
+        self._reader.start()
+
+    def send(self, cmd: RemotingCommand) -> bool:
+        """Queue ``cmd`` for writing; False when the connection is closed."""
+        try:
+            frame = encode(cmd)
+        except LocalProtocolError as exc:
+            log.error("%r: cannot encode an answer to code %d: %s", self, cmd.code, exc)
+            return False
+        with self._cond:
+            if self.closed.is_set():
+                return False
+            self._out.append(frame)
+            self._cond.notify()
+        return True
+
+    def close(self, reason: str | None = None) -> None:
+        """Stop reading; frames already queued are written, then the socket closes."""
+        with self._cond:
+            if self.closed.is_set():
+                return
+            self.closed.set()
+            self._cond.notify()
+        if reason:
+            log.info("%r closed: %s", self, reason)
+        try:
+            self.sock.shutdown(socket.SHUT_RD)
+        except OSError:
+            pass
+
+    def _read_loop(self) -> None:
+        decoder = FrameDecoder()
+        reason = "peer closed the connection"
+        try:
+            while not self.closed.is_set():
+                data = self.sock.recv(RECV_SIZE)
+                if not data:
+                    break
+                self.last_read = time.monotonic()
+                decoder.feed(data)
+                for cmd in decoder:
+                    try:
+                        self.server.handler(self, cmd)
+                    except Exception:
+                        log.exception("%r: handler failed for code %d", self, cmd.code)
+        except RemoteProtocolError as exc:
+            reason = f"bad frame: {exc}"
+            log.warning("%r: %s; closing this connection", self, reason)
+        except OSError as exc:
+            reason = f"socket error: {exc}"
+        self.close()
+        if decoder.pending and reason == "peer closed the connection":
+            log.info("%r: peer closed with %d bytes of an unfinished frame", self, decoder.pending)
+        self._notify_closed()
+
+    def _write_loop(self) -> None:
+        while True:
+            with self._cond:
+                while not self._out and not self.closed.is_set():
+                    self._cond.wait()
+                if not self._out:
+                    break
+                frames = list(self._out)
+                self._out.clear()
+            try:
+                self.sock.sendall(b"".join(frames))
+            except OSError:
+                self.close()
+                with self._cond:
+                    self._out.clear()
+                break
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.sock.close()
+        self._notify_closed()
+
+    def _notify_closed(self) -> None:
+        with self._cond:
+            if self._close_notified:
+                return
+            self._close_notified = True
+        self.server._connection_closed(self)
+
+    def join(self, timeout: float | None = None) -> None:
+        for t in (self._reader, self._writer):
+            if t.is_alive() and t is not threading.current_thread():
+                t.join(timeout)
+
+
+class RemotingServer:
+    def __init__(self, name: str, host: str, handler: Handler,
+                 on_close: Callable[[Connection], None] | None = None) -> None:
+        self.name = name
+        self.host = host
+        self.handler = handler
+        self.on_close = on_close
+        self._sock: socket.socket | None = None
+        self._thread: threading.Thread | None = None
+        self._conns: dict[int, Connection] = {}
+        self._lock = threading.Lock()
+        self._stopping = False
+
+    @property
+    def port(self) -> int:
+        assert self._sock is not None, "bind() first"
+        return self._sock.getsockname()[1]
+
+    def bind(self, port: int = 0, *, preferred: int | None = None) -> int:
+        """Bind to ``port`` (0 = any free port), trying ``preferred`` first when given."""
+        for candidate in ([preferred] if preferred else []) + [port]:
+            sock = socket.socket(socket.AF_INET6 if ":" in self.host else socket.AF_INET)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                sock.bind((self.host, candidate))
+            except OSError:
+                sock.close()
+                if candidate == port:
+                    raise
+                continue
+            sock.listen(128)
+            self._sock = sock
+            return self.port
+        raise OSError(f"cannot bind {self.host}:{port}")
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._accept_loop, name=f"{self.name}-accept", daemon=True)
+        self._thread.start()
+
+    def connections(self) -> list[Connection]:
+        with self._lock:
+            return list(self._conns.values())
+
+    def _accept_loop(self) -> None:
+        assert self._sock is not None
+        while True:
+            try:
+                sock, _addr = self._sock.accept()
+            except OSError:
+                if self._stopping:
+                    return
+                log.exception("%s: accept failed", self.name)
+                time.sleep(0.1)
+                continue
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            try:
+                conn = Connection(sock, self)
+            except OSError:  # the peer is already gone
+                sock.close()
+                continue
+            with self._lock:
+                if self._stopping:
+                    sock.close()
+                    return
+                self._conns[conn.id] = conn
+            conn.start()
+
+    def _connection_closed(self, conn: Connection) -> None:
+        with self._lock:
+            if self._conns.pop(conn.id, None) is None:
+                return
+        if self.on_close is not None:
+            try:
+                self.on_close(conn)
+            except Exception:
+                log.exception("%s: close callback failed", self.name)
+
+    def stop(self) -> None:
+        with self._lock:
+            self._stopping = True
+            conns = list(self._conns.values())
+        if self._sock is not None:
+            try:
+                self._sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            self._sock.close()
+        if self._thread is not None:
+            self._thread.join(5)
+        for conn in conns:
+            conn.close("server stopping")
+        for conn in conns:
+            conn.join(5)

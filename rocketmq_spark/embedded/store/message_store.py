@@ -1,0 +1,337 @@
+"""The message store of one broker: commit log + consume queues, put and get.
+
+How this works. ``put`` takes messages (``MessageExt`` values without offsets), and under
+one lock gives each the next queue offset of its (topic, queue), a store timestamp (never
+going backwards), encodes the record, appends it to the commit log and its entry to the
+consume queue; it then tells the arrival listeners (long polling, the delay timer) which
+queues grew. A message is readable as soon as ``put`` returns; it is durable once the
+commit log's flusher has fsynced past ``PutResult.end_offset`` (``when_durable``).
+``get`` implements the store side of a pull: the status table of Apache's
+``DefaultMessageStore.getMessage`` (FOUND, NO_MATCHED_MESSAGE, OFFSET_OVERFLOW_ONE, ...),
+tag filtering on the consume-queue tag codes and the in-memory batch limits.
+``open`` recovers: the commit log is scanned (torn tail truncated) and every consume
+queue is rebuilt from it, repaired on disk where it disagrees.
+
+Entries of ``SCHEDULE_TOPIC_XXXX`` carry the delivery time in their tag code (as in
+Apache), so the delay timer needs no message reads to know what is due.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import threading
+from array import array
+from dataclasses import dataclass, field, replace
+from enum import Enum
+from pathlib import Path
+from typing import Callable, Iterable, Sequence
+
+from rocketmq_spark.embedded.clock import Clock
+from rocketmq_spark.embedded.store.commitlog import (DEFAULT_SEGMENT_SIZE, CommitLog,
+                                                     DurableCallback, RecordInfo)
+from rocketmq_spark.embedded.store.consumequeue import ConsumeQueue
+from rocketmq_spark.remoting.codes import DELAY_LEVELS_MS, SCHEDULE_TOPIC
+from rocketmq_spark.remoting.message import (HostPort, MessageExt, encode_message, encode_properties,
+                                             offset_msg_id, tags_code)
+
+log = logging.getLogger(__name__)
+
+MAX_MESSAGE_SIZE = 4 * 1024 * 1024       # maxMessageSize
+MAX_PROPERTIES_SIZE = 32767
+MAX_TRANSFER_COUNT = 32                  # maxTransferCountOnMessageInMemory
+MAX_TRANSFER_BYTES = 256 * 1024          # maxTransferBytesOnMessageInMemory
+MAX_FILTER_BYTES = 16000                 # maxFilterMessageSize (bytes of consume queue)
+
+ArrivalListener = Callable[[str, int, int, Sequence[int]], None]
+
+
+class GetStatus(Enum):
+    FOUND = "FOUND"
+    NO_MATCHED_MESSAGE = "NO_MATCHED_MESSAGE"
+    MESSAGE_WAS_REMOVING = "MESSAGE_WAS_REMOVING"
+    OFFSET_FOUND_NULL = "OFFSET_FOUND_NULL"
+    OFFSET_OVERFLOW_BADLY = "OFFSET_OVERFLOW_BADLY"
+    OFFSET_OVERFLOW_ONE = "OFFSET_OVERFLOW_ONE"
+    OFFSET_TOO_SMALL = "OFFSET_TOO_SMALL"
+    NO_MATCHED_LOGIC_QUEUE = "NO_MATCHED_LOGIC_QUEUE"
+    NO_MESSAGE_IN_QUEUE = "NO_MESSAGE_IN_QUEUE"
+
+
+@dataclass(frozen=True)
+class GetResult:
+    status: GetStatus
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+    messages: tuple[bytes, ...] = ()
+
+
+@dataclass(frozen=True)
+class Stored:
+    """Where one message went."""
+
+    topic: str
+    queue_id: int
+    queue_offset: int
+    commit_log_offset: int
+    size: int
+    msg_id: str
+
+
+@dataclass(frozen=True)
+class PutResult:
+    stored: tuple[Stored, ...]
+    end_offset: int
+    store_timestamp: int
+
+
+class StoreError(Exception):
+    def __init__(self, code: int, remark: str) -> None:
+        super().__init__(remark)
+        self.code = code
+        self.remark = remark
+
+
+@dataclass
+class _Rebuild:
+    first: int
+    entries: list[tuple[int, int, int]] = field(default_factory=list)
+    times: array = field(default_factory=lambda: array("q"))
+
+
+class MessageStore:
+    def __init__(self, root: Path, store_host: HostPort, *, clock: Clock,
+                 segment_size: int = DEFAULT_SEGMENT_SIZE, flush_interval: float = 0.5,
+                 delay_levels_ms: Sequence[int] = DELAY_LEVELS_MS) -> None:
+        self.root = Path(root)
+        self.store_host = store_host
+        self.clock = clock
+        self.delay_levels_ms = tuple(delay_levels_ms)
+        self.commitlog = CommitLog(self.root / "commitlog", segment_size=segment_size,
+                                   flush_interval=flush_interval)
+        self.cq_root = self.root / "consumequeue"
+        self._queues: dict[tuple[str, int], ConsumeQueue] = {}
+        self._lock = threading.Lock()
+        self._last_ts = 0
+        self._listeners: list[ArrivalListener] = []
+        self._lock_fd: int | None = None
+
+    # ------------------------------------------------------------ life cycle
+
+    def open(self) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        self._lock_fd = os.open(self.root / "lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+            raise RuntimeError(f"store directory {self.root} is in use by another broker") from None
+        self._recover()
+        self.commitlog.start()
+
+    def close(self) -> None:
+        self.commitlog.close()
+        for cq in self._queues.values():
+            cq.close()
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+    def _recover(self) -> None:
+        rebuilt: dict[tuple[str, int], _Rebuild] = {}
+        last_ts = 0
+
+        def on_record(info: RecordInfo) -> None:
+            nonlocal last_ts
+            key = (info.topic, info.queue_id)
+            r = rebuilt.get(key)
+            if r is None:
+                r = rebuilt[key] = _Rebuild(info.queue_offset)
+            elif info.queue_offset != r.first + len(r.entries):
+                log.warning("store: %s queue %d: record at %d has queue offset %d, expected %d",
+                            info.topic, info.queue_id, info.phys, info.queue_offset,
+                            r.first + len(r.entries))
+            r.entries.append((info.phys, info.size,
+                              self._tag_code(info.topic, info.queue_id, info.tags, info.store_timestamp)))
+            r.times.append(info.store_timestamp)
+            last_ts = max(last_ts, info.store_timestamp)
+
+        self.commitlog.recover(on_record)
+        self._last_ts = last_ts
+        keys = set(rebuilt)
+        if self.cq_root.is_dir():
+            for tdir in self.cq_root.iterdir():
+                for qdir in tdir.iterdir() if tdir.is_dir() else ():
+                    if qdir.name.isdigit():
+                        keys.add((tdir.name, int(qdir.name)))
+        clog_min = self.commitlog.min_offset
+        for key in sorted(keys):
+            cq = ConsumeQueue(self.cq_root, *key)
+            on_disk = cq.read_file()
+            r = rebuilt.get(key)
+            if r is not None:
+                prefix = on_disk[:r.first]
+                prefix += [(-1, 0, 0)] * (r.first - len(prefix))
+                entries, times = prefix + r.entries, array("q", [0] * r.first) + r.times
+            else:  # nothing in the commit log: keep entries of deleted segments only
+                entries = [e for e in on_disk if e[0] < clog_min]
+                times = array("q", [0] * len(entries))
+            if cq.install(entries, times):
+                log.warning("store: rebuilt consume queue %s/%d from the commit log (%d entries)",
+                            key[0], key[1], len(entries))
+            self._queues[key] = cq
+
+    # ------------------------------------------------------------ writing
+
+    def add_listener(self, listener: ArrivalListener) -> None:
+        self._listeners.append(listener)
+
+    def _tag_code(self, topic: str, queue_id: int, tags: str | None, store_ts: int) -> int:
+        if topic == SCHEDULE_TOPIC:
+            level = min(max(queue_id, 0), len(self.delay_levels_ms) - 1)
+            return store_ts + self.delay_levels_ms[level]
+        return tags_code(tags)
+
+    def _queue(self, topic: str, queue_id: int) -> ConsumeQueue:
+        key = (topic, queue_id)
+        cq = self._queues.get(key)
+        if cq is None:
+            cq = self._queues[key] = ConsumeQueue(self.cq_root, topic, queue_id)
+        return cq
+
+    def put(self, messages: Sequence[MessageExt]) -> PutResult:
+        """Store ``messages`` (offsets and store fields are filled in here) in one go."""
+        check_sizes(messages)
+        stored: list[Stored] = []
+        grown: dict[tuple[str, int], list[int]] = {}
+        with self._lock:
+            now = self._last_ts = max(self.clock.now_ms(), self._last_ts)
+            for m in messages:
+                cq = self._queue(m.topic, m.queue_id)
+                record = bytearray(encode_message(replace(
+                    m, queue_offset=cq.max_offset, commit_log_offset=0, store_timestamp=now,
+                    store_host=self.store_host)))
+                phys = self.commitlog.append(record)
+                tag = self._tag_code(m.topic, m.queue_id, m.properties.get("TAGS"), now)
+                qoff = cq.append(phys, len(record), tag, now)
+                stored.append(Stored(m.topic, m.queue_id, qoff, phys, len(record),
+                                     offset_msg_id(self.store_host, phys)))
+                grown.setdefault((m.topic, m.queue_id), []).append(tag)
+            end = self.commitlog.max_offset
+        for (topic, qid), tags in grown.items():
+            max_offset = self._queues[(topic, qid)].max_offset
+            for listener in self._listeners:
+                try:
+                    listener(topic, qid, max_offset, tags)
+                except Exception:
+                    log.exception("store: arrival listener failed")
+        return PutResult(tuple(stored), end, now)
+
+    def when_durable(self, end_offset: int, callback: DurableCallback) -> None:
+        self.commitlog.when_durable(end_offset, callback)
+
+    # ------------------------------------------------------------ reading
+
+    def queue_keys(self) -> list[tuple[str, int]]:
+        return list(self._queues)
+
+    def min_offset(self, topic: str, queue_id: int) -> int:
+        cq = self._queues.get((topic, queue_id))
+        return cq.first_valid(self.commitlog.min_offset) if cq else 0
+
+    def max_offset(self, topic: str, queue_id: int) -> int:
+        cq = self._queues.get((topic, queue_id))
+        return cq.max_offset if cq else 0
+
+    def entry(self, topic: str, queue_id: int, offset: int) -> tuple[int, int, int] | None:
+        """(commit-log offset, size, tag code) of a queue offset, or None."""
+        cq = self._queues.get((topic, queue_id))
+        if cq is None or not 0 <= offset < cq.max_offset:
+            return None
+        return cq.phys[offset], cq.sizes[offset], cq.tags[offset]
+
+    def store_time(self, topic: str, queue_id: int, offset: int) -> int:
+        """Store time of the message at ``offset``, -1 when there is none."""
+        cq = self._queues.get((topic, queue_id))
+        if cq is None or not self.min_offset(topic, queue_id) <= offset < cq.max_offset:
+            return -1
+        return cq.times[offset]
+
+    def earliest_time(self, topic: str, queue_id: int) -> int:
+        return self.store_time(topic, queue_id, self.min_offset(topic, queue_id))
+
+    def search_offset(self, topic: str, queue_id: int, timestamp: int) -> int:
+        cq = self._queues.get((topic, queue_id))
+        if cq is None:
+            return 0
+        return cq.search_nearest(timestamp, self.min_offset(topic, queue_id), cq.max_offset)
+
+    def read_message(self, topic: str, queue_id: int, offset: int) -> bytes | None:
+        e = self.entry(topic, queue_id, offset)
+        return self.commitlog.read(e[0], e[1]) if e else None
+
+    def message_at(self, commit_log_offset: int) -> bytes | None:
+        """The record that starts at ``commit_log_offset`` (VIEW_MESSAGE_BY_ID, send-back)."""
+        return self.commitlog.read_record_at(commit_log_offset)
+
+    def get(self, topic: str, queue_id: int, offset: int, max_nums: int,
+            accept: Callable[[int], bool] | None = None) -> GetResult:
+        """The store half of a pull (``DefaultMessageStore.getMessage``)."""
+        cq = self._queues.get((topic, queue_id))
+        if cq is None:  # Apache creates a queue on first look: an empty one
+            return GetResult(GetStatus.NO_MESSAGE_IN_QUEUE, 0, 0, 0)
+        lo, hi = self.min_offset(topic, queue_id), cq.max_offset
+        if hi == 0:
+            return GetResult(GetStatus.NO_MESSAGE_IN_QUEUE, 0, lo, hi)
+        if offset < lo:
+            return GetResult(GetStatus.OFFSET_TOO_SMALL, lo, lo, hi)
+        if offset == hi:
+            return GetResult(GetStatus.OFFSET_OVERFLOW_ONE, offset, lo, hi)
+        if offset > hi:
+            return GetResult(GetStatus.OFFSET_OVERFLOW_BADLY, hi, lo, hi)
+        status = GetStatus.NO_MATCHED_MESSAGE
+        found: list[bytes] = []
+        total = 0
+        scan_limit = offset + max(MAX_FILTER_BYTES // 20, max_nums)
+        i = offset
+        while i < hi and i < scan_limit:
+            size = cq.sizes[i]
+            if found and (len(found) >= max_nums or total + size > MAX_TRANSFER_BYTES
+                          or len(found) >= MAX_TRANSFER_COUNT):
+                break
+            if accept is not None and not accept(cq.tags[i]):
+                i += 1
+                continue
+            data = self.commitlog.read(cq.phys[i], size)
+            if data is None:
+                if not found:
+                    status = GetStatus.MESSAGE_WAS_REMOVING
+                break
+            found.append(data)
+            total += size
+            status = GetStatus.FOUND
+            i += 1
+        return GetResult(status, i, lo, hi, tuple(found))
+
+    # ------------------------------------------------------------ retention
+
+    def delete_segments_before(self, commit_log_offset: int) -> int:
+        """Drop commit-log segments that end at or before the offset; queue min offsets
+        move past the messages they held. Returns the commit log's new min offset."""
+        with self._lock:
+            return self.commitlog.delete_segments_before(commit_log_offset)
+
+
+_ILLEGAL = ("the message is illegal, maybe msg body or properties length not matched. "
+            "msg body length limit 4194304B, msg properties length limit 32KB.")
+
+
+def check_sizes(messages: Iterable[MessageExt]) -> None:
+    """Refuse bodies over 4 MiB and properties over 32 KiB (MESSAGE_ILLEGAL, 13)."""
+    for m in messages:
+        if len(m.body) > MAX_MESSAGE_SIZE or \
+                len(encode_properties(m.properties).encode("utf-8")) > MAX_PROPERTIES_SIZE:
+            raise StoreError(13, _ILLEGAL)

@@ -1,0 +1,71 @@
+"""``rocketmq-spark broker``: options, the nameServer= line, exit codes."""
+
+from __future__ import annotations
+
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rocketmq_spark.embedded.cli import main, parser
+from rocketmq_spark.remoting.codes import RequestCode
+from rocketmq_spark.remoting.route import decode_route
+from tests.embedded.test_durability import ROOT, start_broker
+from tests.embedded.wire import Wire, req
+
+
+def test_help_lists_the_options(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["--help"])
+    assert exc.value.code == 0
+    out = capsys.readouterr().out
+    for option in ("--brokers", "--data-dir", "--namesrv-port", "--host", "--topic", "--default-queues",
+                   "--flush", "--acl"):
+        assert option in out
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["--topic", "bad name:2"], "bad topic"),
+    (["--topic", "ok:zero"], "bad queue count"),
+    (["--brokers", "0"], "positive"),
+    (["--flush", "maybe"], "invalid choice"),
+    (["--namesrv-port", "70000"], "bad port"),
+])
+def test_bad_options_are_named(capsys: pytest.CaptureFixture[str], argv: list[str], needle: str) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2 and needle in capsys.readouterr().err
+
+
+def test_defaults() -> None:
+    args = parser().parse_args([])
+    assert (args.brokers, args.data_dir, args.namesrv_port, args.host, args.flush, args.default_queues) == \
+        (1, "./data/rocketmq", 9876, "127.0.0.1", "sync", 4)
+
+
+def test_topics_and_brokers_from_the_command_line(tmp_path: Path) -> None:
+    proc, ns = start_broker(tmp_path / "d", tmp_path / "log", "--brokers", "2", "--topic", "three:3",
+                            "--topic", "dflt", "--default-queues", "2", "--acl", str(tmp_path / "acl.yml"))
+    try:
+        with Wire(ns) as w:
+            for topic, n in (("three", 3), ("dflt", 2)):
+                route = decode_route(w.request(req(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic})).body)
+                assert [(q.broker_name, q.read_queue_nums) for q in route.queue_datas] == \
+                    [("broker-a", n), ("broker-b", n)]
+        assert (tmp_path / "d" / "broker-b" / "commitlog").is_dir()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(20) == 0
+
+
+def test_busy_namesrv_port_exits_1(tmp_path: Path) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        done = subprocess.run([sys.executable, "-m", "rocketmq_spark.cli", "broker", "--namesrv-port", str(port),
+                               "--data-dir", str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1 and "cannot start" in done.stderr and "nameServer=" not in done.stdout

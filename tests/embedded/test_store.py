@@ -1,0 +1,136 @@
+"""Storage: restarts keep everything, recovery truncates torn tails and repairs indexes."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from rocketmq_spark.embedded import EmbeddedCluster
+from rocketmq_spark.embedded.clock import SystemClock
+from rocketmq_spark.embedded.store import MessageStore
+from rocketmq_spark.embedded.store.commitlog import BadRecord, parse_record
+from rocketmq_spark.embedded.store.consumequeue import ENTRY, FILE_NAME
+from rocketmq_spark.remoting.codes import RequestCode
+from rocketmq_spark.remoting.message import HostPort, MessageExt, encode_message
+from tests.embedded.wire import Wire, heartbeat, max_offset, messages, pull, req, send_msg
+
+
+def segments(root: Path) -> list[Path]:
+    return sorted(p for p in (root / "broker-a" / "commitlog").iterdir() if p.name.isdigit())
+
+
+def cq_file(root: Path, topic: str, qid: int) -> Path:
+    return root / "broker-a" / "consumequeue" / topic / str(qid) / FILE_NAME
+
+
+def bodies(w: Wire, topic: str, qid: int) -> list[bytes]:
+    out: list[bytes] = []
+    while True:
+        got = messages(pull(w, "reader", topic, qid, len(out)))
+        if not got:
+            return out
+        out += [m.body for m in got]
+
+
+def test_restart_keeps_messages_offsets_topics_groups(tmp_path: Path) -> None:
+    with EmbeddedCluster(tmp_path, topics={"T": 2}) as c, Wire(c.broker_addrs["broker-a"]) as w:
+        old_addr = c.broker_addrs["broker-a"]
+        for i in range(5):
+            send_msg(w, "T", f"m{i}".encode(), queue_id=i % 2)
+        send_msg(w, "auto", b"a")
+        w.request(req(RequestCode.UPDATE_CONSUMER_OFFSET, {"consumerGroup": "g", "topic": "T", "queueId": 1,
+                                                           "commitOffset": 2}))
+        heartbeat(w, "127.0.0.1@c", "hg", {"T": "*"})
+    with EmbeddedCluster(tmp_path) as c, Wire(c.broker_addrs["broker-a"]) as w:
+        assert c.broker_addrs["broker-a"] == old_addr  # the old port was free: reused
+        assert bodies(w, "T", 0) == [b"m0", b"m2", b"m4"] and bodies(w, "T", 1) == [b"m1", b"m3"]
+        assert bodies(w, "auto", 0) == [b"a"]
+        q = w.request(req(RequestCode.QUERY_CONSUMER_OFFSET, {"consumerGroup": "g", "topic": "T", "queueId": 1}))
+        assert q.ext == {"offset": "2"}
+        broker = c.brokers["broker-a"]
+        assert broker.topics.get("%RETRY%hg") is not None and broker.groups.get("hg") is not None
+        # New messages continue the queue offsets.
+        assert send_msg(w, "T", b"m5", queue_id=1).ext["queueOffset"] == "2"
+
+
+@pytest.mark.parametrize("cut", [1, 10, 60])
+def test_torn_tail_is_truncated(tmp_path: Path, cut: int) -> None:
+    with EmbeddedCluster(tmp_path, topics={"T": 1}) as c, Wire(c.broker_addrs["broker-a"]) as w:
+        for i in range(4):
+            send_msg(w, "T", f"m{i}".encode())
+    last = segments(tmp_path)[-1]
+    size = last.stat().st_size
+    os.truncate(last, size - cut)  # the last record lost its last bytes
+    with EmbeddedCluster(tmp_path) as c, Wire(c.broker_addrs["broker-a"]) as w:
+        assert bodies(w, "T", 0) == [b"m0", b"m1", b"m2"]
+        assert cq_file(tmp_path, "T", 0).stat().st_size == 3 * ENTRY.size
+        assert c.brokers["broker-a"].store.commitlog.max_offset < size - cut
+        ans = send_msg(w, "T", b"again")
+        assert ans.ext["queueOffset"] == "3"
+        assert bodies(w, "T", 0) == [b"m0", b"m1", b"m2", b"again"]
+    with EmbeddedCluster(tmp_path) as c, Wire(c.broker_addrs["broker-a"]) as w:
+        assert bodies(w, "T", 0) == [b"m0", b"m1", b"m2", b"again"]
+
+
+def test_garbage_tail_and_broken_indexes_are_repaired(tmp_path: Path) -> None:
+    with EmbeddedCluster(tmp_path, topics={"T": 2}) as c, Wire(c.broker_addrs["broker-a"]) as w:
+        for i in range(6):
+            send_msg(w, "T", f"m{i}".encode(), queue_id=i % 2)
+    with open(segments(tmp_path)[-1], "ab") as f:
+        f.write(b"\x00\x00\x01\x00garbage after the last record")
+    cq_file(tmp_path, "T", 0).unlink()                            # lost index
+    with open(cq_file(tmp_path, "T", 1), "ab") as f:              # index past the log
+        f.write(ENTRY.pack(10 ** 9, 100, 0) * 2)
+    with EmbeddedCluster(tmp_path) as c, Wire(c.broker_addrs["broker-a"]) as w:
+        assert bodies(w, "T", 0) == [b"m0", b"m2", b"m4"] and bodies(w, "T", 1) == [b"m1", b"m3", b"m5"]
+        assert cq_file(tmp_path, "T", 0).stat().st_size == cq_file(tmp_path, "T", 1).stat().st_size == 60
+        assert max_offset(w, "T", 1) == 3
+
+
+def test_segments_roll_and_recover(tmp_path: Path) -> None:
+    with EmbeddedCluster(tmp_path, topics={"T": 1}, segment_size=4096) as c, Wire(c.broker_addrs["broker-a"]) as w:
+        for i in range(100):
+            send_msg(w, "T", f"{i:03d}".encode() * 30)
+        names = [int(p.name) for p in segments(tmp_path)]
+        assert len(names) > 5 and names[0] == 0
+        sizes = [p.stat().st_size for p in segments(tmp_path)]
+        assert all(names[i] + sizes[i] == names[i + 1] for i in range(len(names) - 1))  # no gaps
+        assert all(s <= 4096 for s in sizes)
+    with EmbeddedCluster(tmp_path, segment_size=4096) as c, Wire(c.broker_addrs["broker-a"]) as w:
+        assert bodies(w, "T", 0) == [f"{i:03d}".encode() * 30 for i in range(100)]
+
+
+def test_record_validation(tmp_path: Path) -> None:
+    rec = bytearray(encode_message(MessageExt(topic="T", body=b"abc", properties={"TAGS": "TagA"},
+                                              commit_log_offset=100)))
+    info = parse_record(rec, 0, 100)
+    assert (info.topic, info.tags, info.size) == ("T", "TagA", len(rec))
+    for broken, base in ((rec[:-1], 100), (rec, 101), (rec[:4] + b"\0\0\0\0" + rec[8:], 100)):
+        with pytest.raises(BadRecord):
+            parse_record(bytes(broken), 0, base)
+    flipped = bytearray(rec)
+    flipped[90] ^= 0xFF  # a body byte: CRC mismatch
+    with pytest.raises(BadRecord, match="CRC"):
+        parse_record(bytes(flipped), 0, 100)
+
+
+def test_a_store_directory_has_one_owner(tmp_path: Path) -> None:
+    first = MessageStore(tmp_path / "b", HostPort("127.0.0.1", 1), clock=SystemClock())
+    first.open()
+    try:
+        second = MessageStore(tmp_path / "b", HostPort("127.0.0.1", 1), clock=SystemClock())
+        with pytest.raises(RuntimeError, match="in use"):
+            second.open()
+    finally:
+        first.close()
+
+
+def test_async_flush_cluster(tmp_path: Path) -> None:
+    with EmbeddedCluster(tmp_path, topics={"T": 1}, flush="async") as c, Wire(c.broker_addrs["broker-a"]) as w:
+        assert send_msg(w, "T", b"fast").code == 0
+        assert w.request(req(RequestCode.UPDATE_CONSUMER_OFFSET, {"consumerGroup": "g", "topic": "T",
+                                                                  "queueId": 0, "commitOffset": 1})).code == 0
+    with EmbeddedCluster(tmp_path, flush="async") as c, Wire(c.broker_addrs["broker-a"]) as w:
+        assert bodies(w, "T", 0) == [b"fast"]
