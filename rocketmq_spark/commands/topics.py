@@ -7,13 +7,21 @@ import argparse
 from rocketmq_spark.commands.common import add_cluster_args, client_from, run
 
 
+SYSTEM_TOPICS = ("TBW102", "SCHEDULE_TOPIC_XXXX", "SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT",
+                 "BenchmarkTest", "DefaultCluster", "TRANS_CHECK_MAX_TIME_TOPIC")
+
+
+def _is_system(topic: str) -> bool:
+    """Retry/DLQ topics, RMQ_SYS_* topics, cluster reply topics."""
+    return topic.startswith(("%", "RMQ_SYS_", "rmq_sys_")) or topic.endswith("_REPLY_TOPIC")
+
+
 def _list(args: argparse.Namespace) -> int:
     with client_from(args) as client:
         names = sorted(client.topic_list())
         if not args.all:
-            names = [t for t in names if not t.startswith(("%", "rmq_sys_")) and t not in
-                     ("TBW102", "SCHEDULE_TOPIC_XXXX", "SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT",
-                      "BenchmarkTest", "DefaultCluster")]
+            system = set(SYSTEM_TOPICS) | set(client.cluster_brokers())
+            names = [t for t in names if t not in system and not _is_system(t)]
         for name in names:
             if args.queues:
                 queues = client.subscribe_queues(name)

@@ -1,0 +1,139 @@
+"""The ``rocketmq-spark`` command as a user runs it: subprocesses against the test cluster."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from rocketmq_spark.structs import PullStatus
+from tests.cluster import ClusterHandle
+
+
+def cli(*args: str, input: str | None = None, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "rocketmq_spark.cli", *args], input=input,
+                          capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, "ROCKETMQ_NAMESRV": ""})
+
+
+def read_all(cluster: ClusterHandle, topic: str) -> list:
+    out = []
+    for mq in cluster.admin.subscribe_queues(topic, refresh=True):
+        offset = 0
+        while True:
+            r = cluster.admin.pull(mq, offset, group="cli_check", max_nums=32)
+            if r.status is not PullStatus.FOUND:
+                break
+            out.extend(r.messages)
+            offset = r.next_begin_offset
+    return out
+
+
+def wait_count(cluster: ClusterHandle, topic: str, n: int, timeout: float = 20) -> list:
+    deadline = time.monotonic() + timeout
+    while True:
+        msgs = read_all(cluster, topic)
+        if len(msgs) >= n or time.monotonic() > deadline:
+            return msgs
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize("command", ["broker", "sidecar", "produce", "tail", "lag", "offsets", "topics"])
+def test_every_command_has_help(command: str) -> None:
+    r = cli(command, "--help")
+    assert r.returncode == 0, r.stderr
+    assert "usage: rocketmq-spark" in r.stdout
+
+
+def test_top_level_help_and_unknown_command() -> None:
+    r = cli("--help")
+    assert r.returncode == 0 and "produce" in r.stdout and "lag" in r.stdout
+    r = cli("bogus")
+    assert r.returncode == 2 and "unknown command 'bogus'" in r.stderr
+
+
+def test_topics_create_and_list(rocketmq: ClusterHandle) -> None:
+    name = rocketmq.unique("clitopic")
+    r = cli("topics", "create", name, "--queues", "3", "-n", rocketmq.namesrv_addr)
+    assert r.returncode == 0, r.stderr
+    rocketmq.wait_for_route(name, 3)
+    r = cli("topics", "list", "--queues", "-n", rocketmq.namesrv_addr)
+    assert r.returncode == 0, r.stderr
+    brokers = len(rocketmq.admin.cluster_brokers())
+    assert f"{name}\t{3 * brokers}" in r.stdout.splitlines()
+    assert "TBW102" not in r.stdout
+    assert "TBW102" in cli("topics", "list", "--all", "-n", rocketmq.namesrv_addr).stdout
+
+
+def test_produce_from_stdin_with_tags_and_sharding_key(rocketmq: ClusterHandle) -> None:
+    topic = rocketmq.create_topic("cliprod", queues=4)
+    r = cli("produce", "-t", topic, "--tags", "TagX", "--sharding-key", "k1", "-n", rocketmq.namesrv_addr,
+            input="one\ntwo\nthree\n")
+    assert r.returncode == 0, r.stderr
+    assert "sent 3 messages" in r.stdout
+    msgs = wait_count(rocketmq, topic, 3)
+    assert sorted(m.payload() for m in msgs) == [b"one", b"three", b"two"]
+    assert {m.tags for m in msgs} == {"TagX"}
+    assert len({(m.broker_name if hasattr(m, "broker_name") else m.store_host, m.queue_id) for m in msgs}) == 1
+    assert [m.payload() for m in sorted(msgs, key=lambda m: m.queue_offset)] == [b"one", b"two", b"three"]
+
+
+def test_produce_generated_workload_is_orderly_per_customer(rocketmq: ClusterHandle) -> None:
+    topic = rocketmq.create_topic("cligen", queues=4)
+    r = cli("produce", "-t", topic, "--generate", "60", "--rate", "2000", "-n", rocketmq.namesrv_addr)
+    assert r.returncode == 0, r.stderr
+    msgs = wait_count(rocketmq, topic, 60)
+    assert len(msgs) == 60
+    by_customer: dict[str, set] = {}
+    seqs: dict[str, list[int]] = {}
+    for m in sorted(msgs, key=lambda m: (m.store_host.port, m.queue_id, m.queue_offset)):
+        order = json.loads(m.payload())
+        by_customer.setdefault(order["customer"], set()).add((m.store_host.port, m.queue_id))
+        seqs.setdefault(order["customer"], []).append(order["seq"])
+        assert m.tags == order["status"] and m.keys == order["order_id"]
+    assert all(len(qs) == 1 for qs in by_customer.values())      # one queue per customer
+    assert all(s == sorted(s) for s in seqs.values())              # in order within it
+
+
+def test_tail_prints_messages(rocketmq: ClusterHandle) -> None:
+    topic = rocketmq.create_topic("clitail", queues=2)
+    cli("produce", "-t", topic, "-n", rocketmq.namesrv_addr, input="hello\nworld\n")
+    wait_count(rocketmq, topic, 2)
+    r = cli("tail", "-t", topic, "--from-beginning", "--count", "2", "--json", "--duration", "20",
+            "-n", rocketmq.namesrv_addr)
+    assert r.returncode == 0, r.stderr
+    bodies = sorted(json.loads(line)["body"] for line in r.stdout.splitlines())
+    assert bodies == ["hello", "world"]
+
+
+def test_lag_and_offsets_reset(rocketmq: ClusterHandle) -> None:
+    topic = rocketmq.create_topic("clilag", queues=2)
+    cli("produce", "-t", topic, "-n", rocketmq.namesrv_addr, input="a\nb\nc\nd\n")
+    wait_count(rocketmq, topic, 4)
+    group = rocketmq.unique("cligroup")
+    r = cli("offsets", "-g", group, "-t", topic, "--to", "latest", "-n", rocketmq.namesrv_addr)
+    assert r.returncode == 0, r.stderr
+    r = cli("lag", "-g", group, "-t", topic, "--json", "-n", rocketmq.namesrv_addr)
+    assert r.returncode == 0, r.stderr
+    report = json.loads(r.stdout)
+    assert report["total_lag"] == 0
+    assert sum(q["broker_offset"] for q in report["queues"]) == 4
+    r = cli("offsets", "-g", group, "-t", topic, "--to", "earliest", "-n", rocketmq.namesrv_addr)
+    assert r.returncode == 0, r.stderr
+    report = json.loads(cli("lag", "-g", group, "-t", topic, "--json", "-n", rocketmq.namesrv_addr).stdout)
+    assert report["total_lag"] == 4
+    table = cli("lag", "-g", group, "-t", topic, "-n", rocketmq.namesrv_addr).stdout
+    assert "#Broker Offset" in table and "Diff Total: 4" in table
+
+
+def test_errors_name_the_bad_argument(rocketmq: ClusterHandle) -> None:
+    r = cli("offsets", "-g", "g", "-t", "t", "--to", "yesterday", "-n", rocketmq.namesrv_addr)
+    assert r.returncode == 2 and "--to" in r.stderr and "yesterday" in r.stderr
+    r = cli("produce", "-t", "x", "--rate", "-5", "-n", rocketmq.namesrv_addr, input="")
+    assert r.returncode != 0 and "--rate" in r.stderr
+    r = cli("lag", "-g", "g", "-n", "127.0.0.1:1", "--timeout", "1")
+    assert r.returncode == 1 and "127.0.0.1:1" in r.stderr
