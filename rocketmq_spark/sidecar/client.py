@@ -1,0 +1,179 @@
+"""``SidecarClient``: the typed face of the sidecar's gRPC API for the Spark layer.
+
+Methods mirror the RPCs with domain values (``MessageQueue``, ``QueueOffsets``, ...);
+failed calls raise the rocketmq_spark error the sidecar reported (``status.from_status``).
+Channels are cached per (process, address): Spark's Python workers call the sidecar for
+every partition, and a forked worker must not reuse its parent's channel.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence, TypeVar
+
+import grpc
+import pyarrow as pa
+
+from rocketmq_spark.remoting.route import MessageQueue
+from rocketmq_spark.sidecar import arrow
+from rocketmq_spark.sidecar import converters as cv
+from rocketmq_spark.sidecar.model import (DEFAULT_MAX_ROWS_PER_BATCH, DEFAULT_PULL_BATCH_SIZE,
+                                          SIDECAR_GROUP, Cluster, HealthInfo, Outgoing, PullSpec,
+                                          SendBackItem)
+from rocketmq_spark.sidecar.errors import SidecarUnavailable
+from rocketmq_spark.sidecar.server import GRPC_OPTIONS, parse_address
+from rocketmq_spark.sidecar.status import from_status
+from rocketmq_spark.sidecar.v1 import sidecar_pb2 as pb
+from rocketmq_spark.sidecar.v1 import sidecar_pb2_grpc as pb_grpc
+from rocketmq_spark.structs import Message, QueueOffsets, SendResult
+
+T = TypeVar("T")
+
+_CHANNEL_OPTIONS = GRPC_OPTIONS + (
+    # a restarted sidecar is reachable again quickly
+    ("grpc.initial_reconnect_backoff_ms", 100),
+    ("grpc.min_reconnect_backoff_ms", 100),
+    ("grpc.max_reconnect_backoff_ms", 1000),
+)
+_channels: dict[tuple[int, str], grpc.Channel] = {}
+_channels_mutex = threading.Lock()
+
+DEFAULT_TIMEOUT = 120.0
+
+
+def channel_for(target: str) -> grpc.Channel:
+    """The process's shared channel to ``target`` (a gRPC target such as ``unix:/p`` or ``h:p``)."""
+    key = (os.getpid(), target)
+    with _channels_mutex:
+        ch = _channels.get(key)
+        if ch is None:
+            ch = _channels[key] = grpc.insecure_channel(target, options=_CHANNEL_OPTIONS)
+        return ch
+
+
+def drop_channel(target: str, channel: grpc.Channel | None = None) -> None:
+    """Forget the cached channel to ``target`` (only if it is ``channel``, when given), so
+    the next client connects afresh instead of waiting out the channel's reconnect backoff.
+    It is not closed: calls still running on it finish; it goes when its clients do."""
+    key = (os.getpid(), target)
+    with _channels_mutex:
+        ch = _channels.get(key)
+        if ch is not None and (channel is None or ch is channel):
+            del _channels[key]
+
+
+def _queues(qs: Iterable[MessageQueue]) -> list[pb.MessageQueue]:
+    return [cv.queue_to_pb(q) for q in qs]
+
+
+class SidecarClient:
+    def __init__(self, address: str, *, timeout: float = DEFAULT_TIMEOUT,
+                 channel: grpc.Channel | None = None) -> None:
+        """``channel``: use this one instead of the process's shared channel."""
+        self.address = str(parse_address(address))
+        self.timeout = timeout
+        self._shared = channel is None
+        self._channel = channel if channel is not None else channel_for(self.address)
+        self._stub = pb_grpc.SidecarStub(self._channel)
+
+    def __repr__(self) -> str:
+        return f"SidecarClient({self.address!r})"
+
+    def _error(self, err: grpc.RpcError) -> Exception:
+        exc = from_status(err, self.address)
+        if (isinstance(exc, SidecarUnavailable) and self._shared
+                and err.code() == grpc.StatusCode.UNAVAILABLE):
+            drop_channel(self.address, self._channel)
+        return exc
+
+    def _call(self, method: Callable[..., T], request: Any, timeout: float | None = None) -> T:
+        try:
+            return method(request, timeout=timeout or self.timeout)
+        except grpc.RpcError as err:
+            raise self._error(err) from None
+
+    # ------------------------------------------------------------ RPCs
+
+    def health(self, *, timeout: float | None = None) -> HealthInfo:
+        return cv.health_from_pb(self._call(self._stub.Health, pb.HealthRequest(), timeout))
+
+    def get_queues(self, cluster: Cluster | str, topics: Sequence[str], *,
+                   refresh: bool = False) -> list[MessageQueue]:
+        r = self._call(self._stub.GetQueues, pb.GetQueuesRequest(
+            cluster=cv.cluster_to_pb(Cluster.of(cluster)), topics=list(topics), refresh=refresh))
+        return [cv.queue_from_pb(q) for q in r.queues]
+
+    def get_offsets(self, cluster: Cluster | str, queues: Sequence[MessageQueue],
+                    consumer_group: str | None = None) -> list[QueueOffsets]:
+        r = self._call(self._stub.GetOffsets, pb.GetOffsetsRequest(
+            cluster=cv.cluster_to_pb(Cluster.of(cluster)), queues=_queues(queues),
+            consumer_group=consumer_group or ""))
+        return [cv.queue_offsets_from_pb(o) for o in r.offsets]
+
+    def search_offsets(self, cluster: Cluster | str, queues: Sequence[MessageQueue],
+                       timestamp_ms: int) -> dict[MessageQueue, int]:
+        r = self._call(self._stub.SearchOffsets, pb.SearchOffsetsRequest(
+            cluster=cv.cluster_to_pb(Cluster.of(cluster)), queues=_queues(queues),
+            timestamp_ms=timestamp_ms))
+        return cv.offsets_map_from_pb(r.offsets)
+
+    def lock(self, cluster: Cluster | str, consumer_group: str, owner_id: str,
+             queues: Sequence[MessageQueue], *, keep_renewed: bool = True) -> frozenset[MessageQueue]:
+        """Lock ``queues`` for ``owner_id``; returns those granted now."""
+        r = self._call(self._stub.Lock, pb.LockRequest(
+            cluster=cv.cluster_to_pb(Cluster.of(cluster)), consumer_group=consumer_group,
+            owner_id=owner_id, queues=_queues(queues), keep_renewed=keep_renewed))
+        return frozenset(cv.queues_from_pb(r.locked))
+
+    def unlock(self, cluster: Cluster | str, consumer_group: str, owner_id: str,
+               queues: Sequence[MessageQueue] = ()) -> None:
+        """Unlock ``queues`` (empty: every queue ``owner_id`` holds in the group)."""
+        self._call(self._stub.Unlock, pb.UnlockRequest(
+            cluster=cv.cluster_to_pb(Cluster.of(cluster)), consumer_group=consumer_group,
+            owner_id=owner_id, queues=_queues(queues)))
+
+    def pull_chunks(self, cluster: Cluster | str, spec: PullSpec) -> Iterator[bytes]:
+        """The raw Arrow IPC stream of a range, chunk by chunk."""
+        stream = self._stub.Pull(cv.pull_request_to_pb(Cluster.of(cluster), spec))
+        try:
+            for chunk in stream:
+                yield chunk.ipc
+        except grpc.RpcError as err:
+            raise self._error(err) from None
+        finally:
+            stream.cancel()     # no-op once the stream has ended
+
+    def pull_batches(self, cluster: Cluster | str, queue: MessageQueue, start: int, end: int, *,
+                     consumer_group: str = SIDECAR_GROUP, sub_expression: str = "*",
+                     pull_batch_size: int = DEFAULT_PULL_BATCH_SIZE,
+                     max_rows_per_batch: int = DEFAULT_MAX_ROWS_PER_BATCH,
+                     fail_on_data_loss: bool = True,
+                     restore_retry_topic_of: str | None = None) -> Iterator[pa.RecordBatch]:
+        """Rows of ``[start, end)`` of ``queue`` (``arrow.SOURCE_SCHEMA``), decoded batch by
+        batch as the stream arrives; an empty range yields nothing."""
+        spec = PullSpec(queue, start, end, consumer_group or SIDECAR_GROUP, sub_expression,
+                        pull_batch_size, max_rows_per_batch, fail_on_data_loss,
+                        restore_retry_topic_of or None)
+        return arrow.read_ipc_chunks(self.pull_chunks(cluster, spec))
+
+    def commit_offsets(self, cluster: Cluster | str, consumer_group: str,
+                       offsets: Mapping[MessageQueue, int]) -> None:
+        self._call(self._stub.CommitOffsets, pb.CommitOffsetsRequest(
+            cluster=cv.cluster_to_pb(Cluster.of(cluster)), consumer_group=consumer_group,
+            offsets=cv.offsets_map_to_pb(offsets)))
+
+    def send(self, cluster: Cluster | str, messages: Sequence[Message | Outgoing], *,
+             producer_group: str | None = None) -> list[SendResult]:
+        """Send ``messages`` (``Outgoing`` to give a sharding key); results in order."""
+        items = [m if isinstance(m, Outgoing) else Outgoing(m) for m in messages]
+        r = self._call(self._stub.Send, pb.SendRequest(
+            cluster=cv.cluster_to_pb(Cluster.of(cluster)), producer_group=producer_group or "",
+            messages=[cv.out_message_to_pb(o) for o in items]))
+        return [cv.send_result_from_pb(x) for x in r.results]
+
+    def send_back(self, cluster: Cluster | str, consumer_group: str,
+                  items: Sequence[SendBackItem]) -> None:
+        self._call(self._stub.SendBack, pb.SendBackRequest(
+            cluster=cv.cluster_to_pb(Cluster.of(cluster)), consumer_group=consumer_group,
+            items=[cv.send_back_item_to_pb(i) for i in items]))

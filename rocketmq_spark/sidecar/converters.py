@@ -1,0 +1,154 @@
+"""One function per message: protobuf (``v1.sidecar_pb2``) <-> domain values.
+
+Protobuf has no null: an empty string means "not set" for optional text fields, and
+``QueueOffsets.has_committed`` carries what ``committed is None`` means in the domain.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Mapping
+
+from rocketmq_spark.errors import ConfigError
+from rocketmq_spark.remoting.route import MessageQueue
+from rocketmq_spark.sidecar.model import (
+    DEFAULT_MAX_RECONSUME_TIMES, DEFAULT_MAX_ROWS_PER_BATCH, DEFAULT_PULL_BATCH_SIZE,
+    SIDECAR_GROUP, Cluster, HealthInfo, Outgoing, PullSpec, SendBackItem)
+from rocketmq_spark.sidecar.v1 import sidecar_pb2 as pb
+from rocketmq_spark.structs import Message, QueueOffsets, SendResult
+
+
+def _opt(text: str) -> str | None:
+    return text or None
+
+
+# ---------------------------------------------------------------- cluster and queues
+
+def cluster_from_pb(c: pb.Cluster) -> Cluster:
+    return Cluster(c.name_server, _opt(c.access_key), _opt(c.secret_key))
+
+
+def cluster_to_pb(c: Cluster) -> pb.Cluster:
+    return pb.Cluster(name_server=c.name_server, access_key=c.access_key or "",
+                      secret_key=c.secret_key or "")
+
+
+def queue_from_pb(q: pb.MessageQueue) -> MessageQueue:
+    if not q.topic or not q.broker_name or q.queue_id < 0:
+        raise ConfigError(f"incomplete message queue: topic={q.topic!r} "
+                          f"broker_name={q.broker_name!r} queue_id={q.queue_id}")
+    return MessageQueue(q.topic, q.broker_name, q.queue_id)
+
+
+def queue_to_pb(q: MessageQueue) -> pb.MessageQueue:
+    return pb.MessageQueue(topic=q.topic, broker_name=q.broker_name, queue_id=q.queue_id)
+
+
+def queues_from_pb(qs: Iterable[pb.MessageQueue]) -> list[MessageQueue]:
+    return [queue_from_pb(q) for q in qs]
+
+
+# ---------------------------------------------------------------- health
+
+def health_to_pb(h: HealthInfo) -> pb.HealthResponse:
+    return pb.HealthResponse(version=h.version, api=h.api, pid=h.pid, uptime_ms=h.uptime_ms)
+
+
+def health_from_pb(h: pb.HealthResponse) -> HealthInfo:
+    return HealthInfo(h.version, h.api, h.pid, h.uptime_ms)
+
+
+# ---------------------------------------------------------------- offsets
+
+def queue_offsets_to_pb(o: QueueOffsets) -> pb.QueueOffsets:
+    return pb.QueueOffsets(queue=queue_to_pb(o.queue), min_offset=o.min_offset,
+                           max_offset=o.max_offset, has_committed=o.committed is not None,
+                           committed=o.committed or 0)
+
+
+def queue_offsets_from_pb(o: pb.QueueOffsets) -> QueueOffsets:
+    return QueueOffsets(queue_from_pb(o.queue), o.min_offset, o.max_offset,
+                        o.committed if o.has_committed else None)
+
+
+def queue_offset_to_pb(q: MessageQueue, offset: int) -> pb.QueueOffset:
+    return pb.QueueOffset(queue=queue_to_pb(q), offset=offset)
+
+
+def queue_offset_from_pb(o: pb.QueueOffset) -> tuple[MessageQueue, int]:
+    if o.offset < 0:
+        raise ConfigError(f"negative offset {o.offset} for queue {o.queue.topic}/"
+                          f"{o.queue.broker_name}/{o.queue.queue_id}")
+    return queue_from_pb(o.queue), o.offset
+
+
+def offsets_map_from_pb(os: Iterable[pb.QueueOffset]) -> dict[MessageQueue, int]:
+    return dict(queue_offset_from_pb(o) for o in os)
+
+
+def offsets_map_to_pb(offsets: Mapping[MessageQueue, int]) -> list[pb.QueueOffset]:
+    return [queue_offset_to_pb(q, o) for q, o in offsets.items()]
+
+
+# ---------------------------------------------------------------- pull
+
+def pull_spec_from_pb(r: pb.PullRequest) -> PullSpec:
+    return PullSpec(queue=queue_from_pb(r.queue), start=r.start_offset, end=r.end_offset,
+                    group=r.consumer_group or SIDECAR_GROUP,
+                    sub_expression=r.sub_expression or "*",
+                    pull_batch_size=r.pull_batch_size or DEFAULT_PULL_BATCH_SIZE,
+                    max_rows_per_batch=r.max_rows_per_batch or DEFAULT_MAX_ROWS_PER_BATCH,
+                    fail_on_data_loss=r.fail_on_data_loss,
+                    restore_retry_topic_of=_opt(r.restore_retry_topic_of))
+
+
+def pull_request_to_pb(cluster: Cluster, s: PullSpec) -> pb.PullRequest:
+    return pb.PullRequest(cluster=cluster_to_pb(cluster), consumer_group=s.group,
+                          queue=queue_to_pb(s.queue), start_offset=s.start, end_offset=s.end,
+                          sub_expression=s.sub_expression, pull_batch_size=s.pull_batch_size,
+                          max_rows_per_batch=s.max_rows_per_batch,
+                          fail_on_data_loss=s.fail_on_data_loss,
+                          restore_retry_topic_of=s.restore_retry_topic_of or "")
+
+
+# ---------------------------------------------------------------- send
+
+def out_message_from_pb(m: pb.OutMessage) -> Outgoing:
+    if not m.topic:
+        raise ConfigError("a message to send has an empty topic")
+    msg = Message(topic=m.topic, body=m.body, tags=_opt(m.tags), keys=_opt(m.keys),
+                  properties=dict(m.properties), delay_level=m.delay_level)
+    return Outgoing(msg, _opt(m.sharding_key))
+
+
+def out_message_to_pb(o: Outgoing) -> pb.OutMessage:
+    m = o.message
+    return pb.OutMessage(topic=m.topic, body=m.body, tags=m.tags or "", keys=m.keys or "",
+                         properties=dict(m.properties), sharding_key=o.sharding_key or "",
+                         delay_level=m.delay_level)
+
+
+def send_result_to_pb(r: SendResult) -> pb.SendResult:
+    return pb.SendResult(status=r.status, msg_id=r.msg_id, offset_msg_id=r.offset_msg_id,
+                         queue=queue_to_pb(r.queue), queue_offset=r.queue_offset)
+
+
+def send_result_from_pb(r: pb.SendResult) -> SendResult:
+    return SendResult(r.status, r.msg_id, r.offset_msg_id, queue_from_pb(r.queue), r.queue_offset)
+
+
+# ---------------------------------------------------------------- send back
+
+def send_back_item_from_pb(i: pb.SendBackItem) -> SendBackItem:
+    if i.commit_log_offset <= 0 and not i.offset_msg_id:
+        raise ConfigError("a send-back item needs commit_log_offset or offset_msg_id")
+    return SendBackItem(commit_log_offset=i.commit_log_offset, offset_msg_id=i.offset_msg_id,
+                        broker_name=i.broker_name, origin_msg_id=i.origin_msg_id,
+                        origin_topic=i.origin_topic, delay_level=i.delay_level,
+                        max_reconsume_times=i.max_reconsume_times or DEFAULT_MAX_RECONSUME_TIMES)
+
+
+def send_back_item_to_pb(i: SendBackItem) -> pb.SendBackItem:
+    return pb.SendBackItem(broker_name=i.broker_name, commit_log_offset=i.commit_log_offset,
+                           offset_msg_id=i.offset_msg_id, origin_msg_id=i.origin_msg_id,
+                           origin_topic=i.origin_topic, delay_level=i.delay_level,
+                           max_reconsume_times=i.max_reconsume_times)

@@ -1,0 +1,128 @@
+"""The lock keeper: keeps queue locks of orderly consumers alive on the brokers.
+
+A broker expires a queue lock 60 s after its last LOCK_BATCH_MQ; RocketMQ's orderly
+consumers re-lock every 20 s. ``LockKeeper.hold`` registers (cluster, group, owner) ->
+queues; one daemon thread re-locks every registered set each ``interval`` seconds, until
+``release`` removes them. Queues that another client holds are re-requested on every
+round, so they are taken over once that client's lock expires. Errors of one round are
+logged and retried on the next.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass
+from typing import Callable, Iterable
+
+from rocketmq_spark.remoting.route import MessageQueue
+from rocketmq_spark.sidecar.model import Cluster
+
+log = logging.getLogger(__name__)
+
+LOCK_RENEW_INTERVAL = 20.0
+
+# (cluster, group, owner, queues) -> queues granted
+LockFn = Callable[[Cluster, str, str, frozenset[MessageQueue]], frozenset[MessageQueue]]
+
+
+@dataclass(frozen=True)
+class LockKey:
+    cluster: Cluster
+    group: str
+    owner: str
+
+
+class LockKeeper:
+    def __init__(self, lock_fn: LockFn, *, interval: float = LOCK_RENEW_INTERVAL) -> None:
+        if interval <= 0:
+            raise ValueError(f"lock renew interval must be > 0, got {interval}")
+        self._lock_fn = lock_fn
+        self.interval = interval
+        self._held: dict[LockKey, frozenset[MessageQueue]] = {}
+        self._granted: dict[LockKey, frozenset[MessageQueue]] = {}
+        self._mutex = threading.Lock()
+        # Held for a whole renewal round: a release waits for it, so a queue released (and
+        # then unlocked on the broker) is never re-locked by a round already under way.
+        self._round = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.rounds = 0     # completed renewal rounds (observability, tests)
+
+    # ------------------------------------------------------------ registry
+
+    def hold(self, key: LockKey, queues: Iterable[MessageQueue],
+             granted: Iterable[MessageQueue] = ()) -> None:
+        """Keep ``queues`` locked for ``key`` until released."""
+        with self._mutex:
+            self._held[key] = self._held.get(key, frozenset()) | frozenset(queues)
+            self._granted[key] = frozenset(granted)
+            self._start_locked()
+
+    def release(self, key: LockKey, queues: Iterable[MessageQueue] | None = None) -> frozenset[MessageQueue]:
+        """Stop renewing ``queues`` (None: all of ``key``); returns what was registered of them."""
+        with self._round, self._mutex:
+            held = self._held.get(key, frozenset())
+            gone = held if queues is None else held & frozenset(queues)
+            rest = held - gone
+            if rest:
+                self._held[key] = rest
+            else:
+                self._held.pop(key, None)
+                self._granted.pop(key, None)
+            return gone
+
+    def release_all(self) -> dict[LockKey, frozenset[MessageQueue]]:
+        """Stop renewing everything; returns what was registered."""
+        with self._round, self._mutex:
+            held, self._held, self._granted = dict(self._held), {}, {}
+            return held
+
+    def held(self, key: LockKey) -> frozenset[MessageQueue]:
+        with self._mutex:
+            return self._held.get(key, frozenset())
+
+    def granted(self, key: LockKey) -> frozenset[MessageQueue]:
+        """Queues the last lock call (request or renewal) granted ``key``."""
+        with self._mutex:
+            return self._granted.get(key, frozenset())
+
+    # ------------------------------------------------------------ renewal
+
+    def renew_all(self) -> None:
+        with self._round:
+            self._renew_round()
+
+    def _renew_round(self) -> None:
+        with self._mutex:
+            items = list(self._held.items())
+        for key, queues in items:
+            try:
+                got = self._lock_fn(key.cluster, key.group, key.owner, queues)
+            except Exception as exc:  # keep renewing the others; retry next round
+                log.warning("renewing %d queue locks of group %s owner %s failed: %s",
+                            len(queues), key.group, key.owner, exc)
+                continue
+            lost = queues - got
+            if lost:
+                log.info("group %s owner %s: %d queues held by another client: %s", key.group,
+                         key.owner, len(lost), sorted(f"{q.topic}/{q.broker_name}/{q.queue_id}" for q in lost))
+            with self._mutex:
+                if key in self._held:
+                    self._granted[key] = got
+        with self._mutex:
+            self.rounds += 1
+
+    def _start_locked(self) -> None:
+        if self._thread is None and not self._stop.is_set():
+            self._thread = threading.Thread(target=self._run, name="rocketmq-lock-keeper", daemon=True)
+            self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.renew_all()
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)

@@ -1,0 +1,98 @@
+"""Domain values of the sidecar API (what the gRPC messages mean, as frozen dataclasses).
+
+The wire (protobuf) types stay in ``v1``; ``converters`` translates one to the other.
+Queues, offsets, messages and send results reuse ``rocketmq_spark.structs``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from rocketmq_spark.errors import ConfigError
+from rocketmq_spark.remoting.route import MessageQueue
+from rocketmq_spark.structs import Message
+
+API_VERSION = "v1"
+# Group used for the sidecar's own pulls (store-time checks of SearchOffsets) and for
+# range pulls that name no consumer group.
+SIDECAR_GROUP = "rocketmq_spark_sidecar"
+DEFAULT_PULL_BATCH_SIZE = 32
+DEFAULT_MAX_ROWS_PER_BATCH = 4096
+DEFAULT_MAX_RECONSUME_TIMES = 16
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """Which cluster a call talks to; the sidecar keeps one client per distinct value."""
+
+    name_server: str
+    access_key: str | None = None
+    secret_key: str | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        if not self.name_server or not self.name_server.strip():
+            raise ConfigError("cluster name_server is empty (expected 'host:port' or 'h1:port;h2:port')")
+        if bool(self.access_key) != bool(self.secret_key):
+            raise ConfigError("cluster access_key and secret_key must be given together")
+
+    @classmethod
+    def of(cls, value: "Cluster | str") -> "Cluster":
+        return value if isinstance(value, Cluster) else cls(value)
+
+
+@dataclass(frozen=True)
+class HealthInfo:
+    version: str
+    api: str
+    pid: int
+    uptime_ms: int
+
+
+@dataclass(frozen=True)
+class Outgoing:
+    """A message to send; messages with the same ``sharding_key`` go to the same queue."""
+
+    message: Message
+    sharding_key: str | None = None
+
+
+@dataclass(frozen=True)
+class SendBackItem:
+    """A consumed message to hand back to the broker for redelivery (or the DLQ)."""
+
+    commit_log_offset: int = 0           # the message's PHYSICALOFFSET (0: from offset_msg_id)
+    offset_msg_id: str = ""              # store host + commit-log offset
+    broker_name: str = ""                # empty: found from offset_msg_id's store host
+    origin_msg_id: str = ""
+    origin_topic: str = ""
+    delay_level: int = 0                 # 0: the broker chooses; < 0: straight to the DLQ
+    max_reconsume_times: int = DEFAULT_MAX_RECONSUME_TIMES
+
+
+@dataclass(frozen=True)
+class PullSpec:
+    """One half-open range ``[start, end)`` of one queue to read as Arrow."""
+
+    queue: MessageQueue
+    start: int
+    end: int
+    group: str = SIDECAR_GROUP
+    sub_expression: str = "*"
+    pull_batch_size: int = DEFAULT_PULL_BATCH_SIZE
+    max_rows_per_batch: int = DEFAULT_MAX_ROWS_PER_BATCH
+    fail_on_data_loss: bool = True
+    restore_retry_topic_of: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.start < 0 or self.end < self.start:
+            raise ConfigError(f"pull range [{self.start}, {self.end}) of {queue_name(self.queue)} "
+                              "is not a range of offsets (need 0 <= start <= end)")
+        if not 1 <= self.pull_batch_size <= 1024:
+            raise ConfigError(f"pull_batch_size must be in 1..1024, got {self.pull_batch_size}")
+        if self.max_rows_per_batch < 1:
+            raise ConfigError(f"max_rows_per_batch must be >= 1, got {self.max_rows_per_batch}")
+
+
+def queue_name(q: MessageQueue) -> str:
+    """``topic/broker/queue_id``, how errors and logs name a queue."""
+    return f"{q.topic}/{q.broker_name}/{q.queue_id}"

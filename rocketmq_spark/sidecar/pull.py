@@ -1,0 +1,160 @@
+"""Reading one queue's half-open range ``[start, end)`` with plain (non-suspended) pulls.
+
+How this works: pull from the current offset, keep messages below ``end``, continue at the
+broker's ``next_begin_offset``; each pull status has its own handler (``_HANDLERS``):
+
+  FOUND           deliver, continue at next_begin_offset.
+  NO_MATCHED_MSG  the tag filter skipped entries: not data loss, continue at next_begin_offset.
+  NO_NEW_MSG      ``end`` was observed as the max offset, so the messages should be visible;
+                  wait with a short backoff and retry, until ``stall_timeout`` passes.
+  OFFSET_ILLEGAL  below the min offset (retention removed data) or beyond the max (the
+                  queue lost data): ``DataLossError``, or skip with a warning when
+                  ``fail_on_data_loss`` is off.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Iterator, Protocol
+
+from rocketmq_spark.errors import RemoteProtocolError, RequestTimeout
+from rocketmq_spark.sidecar.errors import DataLossError
+from rocketmq_spark.sidecar.model import PullSpec, queue_name
+from rocketmq_spark.remoting.message import MessageExt
+from rocketmq_spark.remoting.route import MessageQueue
+from rocketmq_spark.structs import PullResult, PullStatus
+
+log = logging.getLogger(__name__)
+
+
+class Puller(Protocol):
+    def pull(self, queue: MessageQueue, offset: int, *, group: str, max_nums: int = 32,
+             expression: str = "*", commit_offset: int | None = None, suspend_ms: int = 0,
+             timeout: float | None = None) -> PullResult: ...
+
+
+@dataclass(frozen=True)
+class PullPolicy:
+    stall_timeout: float = 10.0      # seconds to wait for messages below `end` to appear
+    backoff_initial: float = 0.01
+    backoff_max: float = 0.5
+    clock: Callable[[], float] = field(default=time.monotonic, repr=False)
+    sleep: Callable[[float], None] = field(default=time.sleep, repr=False)
+
+
+@dataclass
+class _Step:
+    """What a handler decided: the next offset, messages to deliver, or stop."""
+
+    offset: int
+    messages: tuple[MessageExt, ...] = ()
+    stop: bool = False
+    waiting: bool = False
+
+
+class _RangeReader:
+    def __init__(self, client: Puller, spec: PullSpec, policy: PullPolicy) -> None:
+        self.client, self.spec, self.policy = client, spec, policy
+        self._stall_since: float | None = None
+        self._backoff = policy.backoff_initial
+
+    def __iter__(self) -> Iterator[tuple[MessageExt, ...]]:
+        s = self.spec
+        offset = s.start
+        while offset < s.end:
+            res = self.client.pull(s.queue, offset, group=s.group, max_nums=s.pull_batch_size,
+                                   expression=s.sub_expression, suspend_ms=0)
+            step = _HANDLERS[res.status](self, offset, res)
+            if step.messages:
+                yield step.messages
+            if step.stop:
+                return
+            if step.waiting:
+                if not self._wait(offset, res):
+                    return
+            else:
+                self._stall_since, self._backoff = None, self.policy.backoff_initial
+            offset = step.offset
+
+    # ------------------------------------------------------------ status handlers
+
+    def _found(self, offset: int, res: PullResult) -> _Step:
+        msgs = tuple(m for m in res.messages if offset <= m.queue_offset < self.spec.end)
+        nxt = res.next_begin_offset
+        if nxt <= offset:
+            if not res.messages:
+                raise RemoteProtocolError(
+                    f"{queue_name(self.spec.queue)}: FOUND at offset {offset} with no messages "
+                    f"and next_begin_offset {nxt}")
+            nxt = max(m.queue_offset for m in res.messages) + 1
+        return _Step(nxt, msgs)
+
+    def _no_matched(self, offset: int, res: PullResult) -> _Step:
+        if res.next_begin_offset > offset:
+            return _Step(res.next_begin_offset)
+        return _Step(offset, waiting=True)   # "retry immediately" (a file being removed)
+
+    def _no_new(self, offset: int, res: PullResult) -> _Step:
+        if res.next_begin_offset > offset:      # an unreadable entry: the broker skips it
+            return _Step(res.next_begin_offset)
+        return _Step(offset, waiting=True)
+
+    def _illegal(self, offset: int, res: PullResult) -> _Step:
+        if offset < res.min_offset:
+            return self._below_min(offset, res)
+        return self._beyond_max(offset, res)
+
+    # ------------------------------------------------------------ data loss
+
+    def _below_min(self, offset: int, res: PullResult) -> _Step:
+        s = self.spec
+        lost_to = min(res.min_offset, s.end)
+        text = (f"{queue_name(s.queue)}: offsets [{offset}, {lost_to}) are no longer stored "
+                f"(the queue's min offset is now {res.min_offset}; retention removed them)")
+        if s.fail_on_data_loss:
+            raise DataLossError(text + "; set failOnDataLoss=false to skip them")
+        log.warning("%s; skipping to %d", text, lost_to)
+        return _Step(lost_to)
+
+    def _beyond_max(self, offset: int, res: PullResult) -> _Step:
+        s = self.spec
+        text = (f"{queue_name(s.queue)}: offsets [{offset}, {s.end}) are not stored (the "
+                f"queue's max offset is {res.max_offset}; the queue lost or reset data)")
+        if s.fail_on_data_loss:
+            raise DataLossError(text + "; set failOnDataLoss=false to skip them", beyond_max=True)
+        log.warning("%s; ending the range at %d", text, offset)
+        return _Step(offset, stop=True)
+
+    # ------------------------------------------------------------ waiting
+
+    def _wait(self, offset: int, res: PullResult) -> bool:
+        """Sleep before retrying ``offset``; False when the range should end here."""
+        p = self.policy
+        now = p.clock()
+        if self._stall_since is None:
+            self._stall_since = now
+        elif now - self._stall_since >= p.stall_timeout:
+            if res.max_offset < self.spec.end:
+                return not self._beyond_max(offset, res).stop   # raises unless skipping
+            raise RequestTimeout(
+                f"{queue_name(self.spec.queue)}: no message at offset {offset} became readable "
+                f"within {p.stall_timeout:g} s (max offset {res.max_offset}, range end {self.spec.end})")
+        p.sleep(self._backoff)
+        self._backoff = min(self._backoff * 2, p.backoff_max)
+        return True
+
+
+_HANDLERS: dict[PullStatus, Callable[[_RangeReader, int, PullResult], _Step]] = {
+    PullStatus.FOUND: _RangeReader._found,
+    PullStatus.NO_MATCHED_MSG: _RangeReader._no_matched,
+    PullStatus.NO_NEW_MSG: _RangeReader._no_new,
+    PullStatus.OFFSET_ILLEGAL: _RangeReader._illegal,
+}
+
+
+def read_range(client: Puller, spec: PullSpec,
+               policy: PullPolicy = PullPolicy()) -> Iterator[tuple[MessageExt, ...]]:
+    """Messages of ``spec.queue`` in ``[spec.start, spec.end)``, pull by pull, in offset order."""
+    return iter(_RangeReader(client, spec, policy))

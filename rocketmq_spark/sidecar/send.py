@@ -1,0 +1,101 @@
+"""Sending a list of messages: sharding keys pick queues, runs to one queue go as batches.
+
+A ``sharding_key`` picks ``publish_queues[abs(java_hash(key)) % n]`` (the rule of Java's
+SelectMessageQueueByHash), so one key always lands on one queue while the route is stable
+and its messages keep their order. Messages without a key go round robin (the client picks
+per call). Consecutive messages bound for the same queue (or, without a key, the same
+topic) are sent with SEND_BATCH_MESSAGE in runs of up to ``max_batch_messages`` /
+``max_batch_bytes``; delayed messages and %RETRY%/%DLQ% topics are sent one by one (the
+broker refuses them in batches). Results come back in request order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Protocol, Sequence
+
+from rocketmq_spark.remoting.codes import DLQ_PREFIX, RETRY_PREFIX
+from rocketmq_spark.remoting.message import PROP_SHARDING_KEY, java_string_hash
+from rocketmq_spark.remoting.route import MessageQueue
+from rocketmq_spark.sidecar.model import Outgoing
+from rocketmq_spark.structs import Message, SendResult
+
+MAX_BATCH_MESSAGES = 256
+MAX_BATCH_BYTES = 1 << 20
+
+
+class Sender(Protocol):
+    def publish_queues(self, topic: str, *, refresh: bool = False) -> list[MessageQueue]: ...
+    def send(self, message: Message, *, queue: MessageQueue | None = None,
+             producer_group: str = ..., timeout: float | None = None) -> SendResult: ...
+    def send_batch(self, messages: Sequence[Message], *, queue: MessageQueue | None = None,
+                   producer_group: str = ...) -> SendResult: ...
+
+
+def queue_for_key(queues: Sequence[MessageQueue], key: str) -> MessageQueue:
+    if not queues:
+        raise ValueError("no queues to choose from")
+    return queues[abs(java_string_hash(key)) % len(queues)]
+
+
+def _batchable(m: Message) -> bool:
+    return m.delay_level <= 0 and not m.topic.startswith((RETRY_PREFIX, DLQ_PREFIX))
+
+
+def _size(m: Message) -> int:
+    return len(m.body) + sum(len(k) + len(v) for k, v in m.properties.items()) + 64
+
+
+def explode(result: SendResult, n: int) -> list[SendResult]:
+    """Per-message results of a batch send (ids joined by ',', consecutive offsets)."""
+    ids = result.msg_id.split(",")
+    offs = result.offset_msg_id.split(",")
+    return [replace(result, msg_id=ids[i] if len(ids) == n else result.msg_id,
+                    offset_msg_id=offs[i] if len(offs) == n else result.offset_msg_id,
+                    queue_offset=result.queue_offset + i) for i in range(n)]
+
+
+def send_all(client: Sender, items: Sequence[Outgoing], producer_group: str, *,
+             max_batch_messages: int = MAX_BATCH_MESSAGES,
+             max_batch_bytes: int = MAX_BATCH_BYTES) -> list[SendResult]:
+    routes: dict[str, list[MessageQueue]] = {}
+    # destination -> indexes in request order; destination = (topic, queue or None)
+    lanes: dict[tuple[str, MessageQueue | None], list[int]] = {}
+    messages: list[Message] = []
+    for i, item in enumerate(items):
+        msg, queue = item.message, None
+        if item.sharding_key:
+            if item.message.topic not in routes:
+                routes[msg.topic] = client.publish_queues(msg.topic)
+            queue = queue_for_key(routes[msg.topic], item.sharding_key)
+            msg = replace(msg, properties={**msg.properties, PROP_SHARDING_KEY: item.sharding_key})
+        messages.append(msg)
+        lanes.setdefault((msg.topic, queue), []).append(i)
+
+    results: list[SendResult | None] = [None] * len(items)
+
+    def flush(run: list[int], queue: MessageQueue | None) -> None:
+        if len(run) == 1:
+            results[run[0]] = client.send(messages[run[0]], queue=queue, producer_group=producer_group)
+        elif run:
+            r = client.send_batch([messages[i] for i in run], queue=queue, producer_group=producer_group)
+            for i, one in zip(run, explode(r, len(run))):
+                results[i] = one
+
+    for (_topic, queue), idxs in lanes.items():
+        run: list[int] = []
+        size = 0
+        for i in idxs:
+            m = messages[i]
+            if not _batchable(m):
+                flush(run, queue)
+                run, size = [], 0
+                flush([i], queue)
+                continue
+            if run and (len(run) >= max_batch_messages or size + _size(m) > max_batch_bytes):
+                flush(run, queue)
+                run, size = [], 0
+            run.append(i)
+            size += _size(m)
+        flush(run, queue)
+    return [r for r in results if r is not None]

@@ -1,0 +1,189 @@
+"""The sidecar's domain object: every RPC as a method on domain values (no gRPC here).
+
+One ``MQClient`` per distinct ``Cluster`` (name servers + credentials), created on first
+use and kept for the life of the process; the lock keeper renews orderly consumers' locks.
+The service holds no Spark state: every call says which cluster, group and queues it means.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from typing import Callable, Iterable, Iterator, Mapping, Sequence
+
+import rocketmq_spark
+from rocketmq_spark.client import ClientConfig, MQClient
+from rocketmq_spark.client.mqclient import DEFAULT_PRODUCER_GROUP
+from rocketmq_spark.errors import ConfigError
+from rocketmq_spark.remoting.message import PROP_UNIQ_KEY, HostPort, MessageExt, parse_offset_msg_id
+from rocketmq_spark.remoting.route import MessageQueue
+from rocketmq_spark.sidecar import arrow, offsets, send
+from rocketmq_spark.sidecar.locks import LOCK_RENEW_INTERVAL, LockKeeper, LockKey
+from rocketmq_spark.sidecar.model import (API_VERSION, Cluster, HealthInfo, Outgoing, PullSpec,
+                                          SendBackItem)
+from rocketmq_spark.sidecar.pull import PullPolicy, read_range
+from rocketmq_spark.structs import QueueOffsets, SendResult
+
+log = logging.getLogger(__name__)
+
+ClientFactory = Callable[[Cluster], MQClient]
+
+
+def default_client_factory(cluster: Cluster) -> MQClient:
+    try:
+        config = ClientConfig.parse(cluster.name_server, access_key=cluster.access_key,
+                                    secret_key=cluster.secret_key)
+    except ValueError as exc:
+        raise ConfigError(f"bad name_server {cluster.name_server!r}: {exc}") from None
+    return MQClient(config)
+
+
+def _require(value: str, what: str) -> str:
+    if not value:
+        raise ConfigError(f"{what} is empty")
+    return value
+
+
+class SidecarService:
+    def __init__(self, *, client_factory: ClientFactory = default_client_factory,
+                 lock_interval: float = LOCK_RENEW_INTERVAL,
+                 pull_policy: PullPolicy = PullPolicy()) -> None:
+        self._factory = client_factory
+        self._clients: dict[Cluster, MQClient] = {}
+        self._clients_mutex = threading.Lock()
+        self._started = time.monotonic()
+        self.pull_policy = pull_policy
+        self.locks = LockKeeper(self._lock_batch, interval=lock_interval)
+        # Queues each owner locked without keep_renewed, so "unlock all" finds them too.
+        self._locked_once: dict[LockKey, set[MessageQueue]] = {}
+        self._locks_mutex = threading.Lock()
+
+    # ------------------------------------------------------------ clients
+
+    def client(self, cluster: Cluster) -> MQClient:
+        with self._clients_mutex:
+            c = self._clients.get(cluster)
+            if c is None:
+                c = self._clients[cluster] = self._factory(cluster)
+            return c
+
+    def close(self) -> None:
+        """Unlock what the keeper holds (others need not wait for the locks to expire) and
+        close the clients."""
+        self.locks.close()
+        for key, queues in self.locks.release_all().items():
+            try:
+                self.client(key.cluster).unlock_batch(key.group, key.owner, sorted(queues))
+            except Exception as exc:  # best effort: the broker expires them anyway
+                log.warning("unlocking %d queues of group %s at exit failed: %s",
+                            len(queues), key.group, exc)
+        with self._clients_mutex:
+            clients, self._clients = list(self._clients.values()), {}
+        for c in clients:
+            try:
+                c.close()
+            except Exception as exc:  # closing is best effort
+                log.debug("closing a client failed: %s", exc)
+
+    # ------------------------------------------------------------ RPCs
+
+    def health(self) -> HealthInfo:
+        return HealthInfo(rocketmq_spark.__version__, API_VERSION, os.getpid(),
+                          int((time.monotonic() - self._started) * 1000))
+
+    def get_queues(self, cluster: Cluster, topics: Sequence[str], refresh: bool = False) -> list[MessageQueue]:
+        c = self.client(cluster)
+        out: set[MessageQueue] = set()
+        for t in topics:
+            out.update(c.subscribe_queues(_require(t, "topic"), refresh=refresh))
+        return sorted(out)
+
+    def get_offsets(self, cluster: Cluster, queues: Sequence[MessageQueue],
+                    group: str | None = None) -> list[QueueOffsets]:
+        return offsets.queue_offsets(self.client(cluster), queues, group or None)
+
+    def search_offsets(self, cluster: Cluster, queues: Sequence[MessageQueue],
+                       timestamp_ms: int) -> list[tuple[MessageQueue, int]]:
+        if timestamp_ms < 0:
+            raise ConfigError(f"timestamp_ms must be >= 0, got {timestamp_ms}")
+        return offsets.search_offsets(self.client(cluster), queues, timestamp_ms)
+
+    def _lock_batch(self, cluster: Cluster, group: str, owner: str,
+                    queues: frozenset[MessageQueue]) -> frozenset[MessageQueue]:
+        return frozenset(self.client(cluster).lock_batch(group, owner, queues))
+
+    def lock(self, cluster: Cluster, group: str, owner: str, queues: Sequence[MessageQueue],
+             keep_renewed: bool = True) -> frozenset[MessageQueue]:
+        key = LockKey(cluster, _require(group, "consumer_group"), _require(owner, "owner_id"))
+        granted = self._lock_batch(cluster, group, owner, frozenset(queues))
+        if keep_renewed:
+            self.locks.hold(key, queues, granted)
+        else:
+            with self._locks_mutex:
+                self._locked_once.setdefault(key, set()).update(granted)
+        return granted
+
+    def unlock(self, cluster: Cluster, group: str, owner: str,
+               queues: Sequence[MessageQueue] = ()) -> None:
+        key = LockKey(cluster, _require(group, "consumer_group"), _require(owner, "owner_id"))
+        with self._locks_mutex:
+            once = self._locked_once.get(key, set())
+            if queues:
+                targets = set(queues)
+                self.locks.release(key, targets)
+                once -= targets
+            else:
+                targets = set(self.locks.release(key)) | once
+                once.clear()
+            if not once:
+                self._locked_once.pop(key, None)
+        if targets:
+            self.client(cluster).unlock_batch(group, owner, sorted(targets))
+
+    def pull(self, cluster: Cluster, spec: PullSpec) -> Iterator[bytes]:
+        """The range as one Arrow IPC stream, in chunks, produced pull by pull."""
+        client = self.client(cluster)
+        groups = read_range(client, spec, self.pull_policy)
+        batches = (arrow.messages_to_batch(ms, broker=spec.queue.broker_name,
+                                           restore_retry_topic_of=spec.restore_retry_topic_of)
+                   for ms in arrow.rebatch(groups, max_rows=spec.max_rows_per_batch))
+        return arrow.ipc_chunks(batches)
+
+    def commit_offsets(self, cluster: Cluster, group: str, positions: Mapping[MessageQueue, int]) -> None:
+        _require(group, "consumer_group")
+        c = self.client(cluster)
+        for q, off in positions.items():
+            c.update_consumer_offset(group, q, off)
+
+    def send(self, cluster: Cluster, producer_group: str | None,
+             items: Sequence[Outgoing]) -> list[SendResult]:
+        return send.send_all(self.client(cluster), items, producer_group or DEFAULT_PRODUCER_GROUP)
+
+    def send_back(self, cluster: Cluster, group: str, items: Iterable[SendBackItem]) -> None:
+        _require(group, "consumer_group")
+        c = self.client(cluster)
+        for item in items:
+            c.send_back(message_for_send_back(item), group=group, delay_level=item.delay_level,
+                        broker_name=item.broker_name or None,
+                        max_reconsume_times=item.max_reconsume_times)
+
+
+def message_for_send_back(item: SendBackItem) -> MessageExt:
+    """The fields CONSUMER_SEND_MSG_BACK needs, rebuilt from what a row carries."""
+    if not item.origin_topic:
+        raise ConfigError("a send-back item needs origin_topic (the topic the row was read as)")
+    if not item.broker_name and not item.offset_msg_id:
+        raise ConfigError("a send-back item needs broker_name or offset_msg_id to find its broker")
+    store, offset = HostPort("127.0.0.1", 0), item.commit_log_offset
+    if item.offset_msg_id:
+        try:
+            store, from_id = parse_offset_msg_id(item.offset_msg_id)
+        except ValueError as exc:
+            raise ConfigError(f"bad offset_msg_id {item.offset_msg_id!r}: {exc}") from None
+        if offset <= 0:
+            offset = from_id
+    props = {PROP_UNIQ_KEY: item.origin_msg_id} if item.origin_msg_id else {}
+    return MessageExt(topic=item.origin_topic, body=b"", commit_log_offset=offset,
+                      store_host=store, properties=props)

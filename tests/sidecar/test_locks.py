@@ -1,0 +1,70 @@
+"""The lock keeper thread renews registered locks on its interval."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from rocketmq_spark.remoting.route import MessageQueue
+from rocketmq_spark.sidecar.locks import LockKeeper, LockKey
+from rocketmq_spark.sidecar.model import Cluster
+
+C = Cluster("127.0.0.1:9876")
+Q = [MessageQueue("t", "broker-a", i) for i in range(3)]
+
+
+class Recorder:
+    def __init__(self, deny: frozenset = frozenset(), fail_first: int = 0) -> None:
+        self.calls: list[tuple[str, str, frozenset]] = []
+        self.cond = threading.Condition()
+        self.deny, self.fail_first = deny, fail_first
+
+    def __call__(self, cluster, group, owner, queues):
+        with self.cond:
+            self.calls.append((group, owner, queues))
+            self.cond.notify_all()
+            if len(self.calls) <= self.fail_first:
+                raise ConnectionError("broker down")
+        return queues - self.deny
+
+    def wait_for(self, pred, timeout: float = 10.0) -> bool:
+        with self.cond:
+            return self.cond.wait_for(lambda: pred(self.calls), timeout)
+
+
+def test_registered_locks_are_renewed_until_released() -> None:
+    rec = Recorder(deny=frozenset({Q[2]}))
+    keeper = LockKeeper(rec, interval=0.05)
+    key = LockKey(C, "g", "owner-1")
+    try:
+        keeper.hold(key, Q, granted=Q[:2])
+        assert rec.wait_for(lambda calls: len(calls) >= 2)
+        assert all(c == ("g", "owner-1", frozenset(Q)) for c in rec.calls)
+        assert keeper.granted(key) == frozenset(Q[:2])
+        keeper.release(key, [Q[0]])
+        n = len(rec.calls)
+        assert rec.wait_for(lambda calls: len(calls) >= n + 2)
+        assert rec.calls[-1][2] == frozenset(Q[1:])
+        assert keeper.release(key) == frozenset(Q[1:])
+        rounds = keeper.rounds
+        deadline = time.monotonic() + 10
+        while keeper.rounds < rounds + 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert keeper.rounds >= rounds + 2
+        assert keeper.held(key) == frozenset()
+        assert rec.calls[-1][2] == frozenset(Q[1:])   # nothing renewed after the release
+        assert len([c for c in rec.calls if c[2] == frozenset(Q[1:])]) == len(rec.calls) - n
+    finally:
+        keeper.close()
+
+
+def test_a_failing_round_does_not_stop_renewal() -> None:
+    rec = Recorder(fail_first=2)
+    keeper = LockKeeper(rec, interval=0.02)
+    key = LockKey(C, "g", "o")
+    try:
+        keeper.hold(key, Q[:1])
+        assert rec.wait_for(lambda calls: len(calls) >= 4)
+        assert keeper.granted(key) == frozenset(Q[:1])
+    finally:
+        keeper.close()

@@ -1,0 +1,94 @@
+"""GetOffsets' committed rule, SearchOffsets' stepping and Send's routing (pure logic)."""
+
+from __future__ import annotations
+
+import pytest
+
+from rocketmq_spark.remoting.message import java_string_hash
+from rocketmq_spark.remoting.route import MessageQueue
+from rocketmq_spark.sidecar.model import Outgoing
+from rocketmq_spark.sidecar.offsets import first_offset_at_or_after, queue_offsets
+from rocketmq_spark.sidecar.send import queue_for_key, send_all
+from rocketmq_spark.structs import Message
+from tests.sidecar.fakes import FakeOffsetClient, FakeQueue, FakeSender, make_messages
+
+A0 = MessageQueue("orders", "broker-a", 0)
+A1 = MessageQueue("orders", "broker-a", 1)
+P0 = MessageQueue("payments", "broker-a", 0)
+
+
+def test_committed_only_where_consume_stats_lists_the_topic() -> None:
+    client = FakeOffsetClient({A0: FakeQueue(make_messages(5)), A1: FakeQueue(make_messages(3)),
+                               P0: FakeQueue(make_messages(4))},
+                              committed={("g", A0): 4, ("g", A1): 0},
+                              stats_topics={"g": {"orders"}})
+    got = {o.queue: o for o in queue_offsets(client, [A0, A1, P0], "g")}
+    assert (got[A0].min_offset, got[A0].max_offset, got[A0].committed) == (0, 5, 4)
+    assert got[A1].committed == 0          # committed 0 is a real commit
+    # QUERY_CONSUMER_OFFSET answers 0 for P0 too, but the group never committed it
+    assert client.query_consumer_offset("g", P0) == 0
+    assert got[P0].committed is None
+    assert all(o.committed is None for o in queue_offsets(client, [A0, P0], None))
+    assert [o.queue for o in queue_offsets(client, [P0, A1, A0], "g")] == [P0, A1, A0]
+
+
+@pytest.mark.parametrize("ts,expected", [
+    (0, 0),          # before the first message
+    (1000, 0),       # exactly the first
+    (1001, 1),       # just after the first: nearest is 0, but 1 is the first at or after
+    (1009, 1),       # nearest is 1 (stored 1010)
+    (1010, 1),
+    (1055, 6),       # between 5 and 6, equally near: broker answers 5
+    (1090, 9),
+    (1091, 10),      # after the last: max offset
+    (99999, 10),
+])
+def test_first_offset_at_or_after(ts: int, expected: int) -> None:
+    client = FakeOffsetClient({A0: FakeQueue(make_messages(10, start_ts=1000, step_ms=10))})
+    assert first_offset_at_or_after(client, A0, ts) == expected
+
+
+def test_search_steps_back_over_equal_store_times() -> None:
+    msgs = make_messages(80, start_ts=1000, step_ms=0)        # all stored at 1000
+    client = FakeOffsetClient({A0: FakeQueue(msgs, min_offset=3)})
+    client.search_offset = lambda q, ts: 70                   # a broker answering mid-run
+    assert first_offset_at_or_after(client, A0, 1000) == 3
+    assert first_offset_at_or_after(client, A0, 1001) == 80
+
+
+def test_search_empty_queue() -> None:
+    client = FakeOffsetClient({A0: FakeQueue([])})
+    assert first_offset_at_or_after(client, A0, 5) == 0
+
+
+def test_sharding_key_picks_java_hash_queue() -> None:
+    qs = [MessageQueue("t", "b", i) for i in range(4)]
+    assert queue_for_key(qs, "order-42") == qs[abs(java_string_hash("order-42")) % 4]
+    assert queue_for_key(qs, "order-42") == queue_for_key(qs, "order-42")
+
+
+def test_send_routes_batches_and_keeps_request_order() -> None:
+    qs = [MessageQueue("orders", "broker-a", i) for i in range(4)]
+    sender = FakeSender(qs)
+    keys = ["k1", "k2", "k1", "k2", "k1"]
+    items = [Outgoing(Message("orders", b"%d" % i), k) for i, k in enumerate(keys)]
+    items.append(Outgoing(Message("orders", b"delayed", delay_level=2), "k1"))
+    items.append(Outgoing(Message("orders", b"after-delay"), "k1"))
+    results = send_all(sender, items, "pg")
+    assert len(results) == len(items)
+    q1, q2 = queue_for_key(qs, "k1"), queue_for_key(qs, "k2")
+    assert [r.queue for r in results] == [q1, q2, q1, q2, q1, q1, q1]
+    # k1's messages are stored in request order, the delayed one alone
+    assert [m.body for m in sender.stored[q1]] == [b"0", b"2", b"4", b"delayed", b"after-delay"]
+    assert ("batch", q1, 3) in sender.calls and ("send", q1, 1) in sender.calls
+    assert sender.stored[q1][0].properties["__SHARDINGKEY"] == "k1"
+    # per-message ids and offsets out of a batch result
+    assert [(r.msg_id, r.queue_offset) for r in results[:5:2]] == [("ID0", 0), ("ID1", 1), ("ID2", 2)]
+
+
+def test_send_without_keys_batches_per_topic_and_splits_runs() -> None:
+    sender = FakeSender([MessageQueue("t", "b", 0), MessageQueue("t", "b", 1)])
+    items = [Outgoing(Message("t", b"x" * 10)) for _ in range(7)]
+    results = send_all(sender, items, "pg", max_batch_messages=3)
+    assert [c[2] for c in sender.calls] == [3, 3, 1]
+    assert len({(r.queue, r.msg_id, r.queue_offset) for r in results}) == 7
