@@ -26,7 +26,7 @@ from rocketmq_spark.embedded.persist import read_json, write_json
 from rocketmq_spark.embedded.processors import dispatch
 from rocketmq_spark.embedded.processors.base import Call
 from rocketmq_spark.embedded.schedule import ScheduleService
-from rocketmq_spark.embedded.server import Connection, RemotingServer
+from rocketmq_spark.embedded.server import Connection, RemotingServer, advertised_ip
 from rocketmq_spark.embedded.stats import BrokerStats
 from rocketmq_spark.embedded.store import MessageStore, PutResult
 from rocketmq_spark.embedded.store.commitlog import DEFAULT_SEGMENT_SIZE
@@ -43,6 +43,19 @@ IDLE_CONNECTION_SECONDS = 120.0
 
 
 class Broker:
+    """One broker. What tests and tools may use besides ``start``/``stop``:
+
+    ``name``, ``cluster``, ``addr`` ("ip:port" as routed), ``port``, ``root`` (its data
+    directory), ``clock``, ``flush``/``flush_sync``, ``acl_file``/``acl`` (ACL hook);
+    ``store`` (MessageStore: ``max_offset``, ``min_offset``, ``store_time``, ``get``,
+    ``message_at``, ``delete_segments_before``, ``commitlog``), ``topics`` (TopicManager:
+    ``get``, ``names``, ``put``, ``ensure``), ``groups`` (SubscriptionGroupManager),
+    ``offsets`` (ConsumerOffsetManager: ``query``, ``commit``, ``topics_of``),
+    ``clients`` (ClientManager: ``group``, ``consumer_ids``), ``locks``
+    (RebalanceLockManager: ``holder``), ``long_poll`` (``held_count``), ``schedule``
+    (``progress``), ``stats``; and ``create_topic``, ``put``, ``expire_clients``.
+    """
+
     def __init__(self, name: str, data_dir: str | Path, *, host: str = "127.0.0.1",
                  advertised_host: str | None = None, port: int = 0, cluster: str = "DefaultCluster",
                  default_queues: int = 4, flush: str = "sync", clock: Clock | None = None,
@@ -52,7 +65,7 @@ class Broker:
         self.name = name
         self.cluster = cluster
         self.host = host
-        self.advertised_host = advertised_host or (host if host not in ("0.0.0.0", "", "::") else "127.0.0.1")
+        self.advertised_host = advertised_ip(host, advertised_host)
         self.requested_port = port
         self.root = Path(data_dir) / name
         self.default_queues = default_queues
@@ -66,7 +79,7 @@ class Broker:
         self._opaque = iter(range(1, 1 << 31))
         self._opaque_lock = threading.Lock()
         self._housekeeper: threading.Thread | None = None
-        self._last_port: int | None = None
+        self._used = False
         self._build()
         self.started = False
 
@@ -104,8 +117,9 @@ class Broker:
     def start(self) -> "Broker":
         if self.started:
             return self
-        if self._last_port is not None:  # started before: start from a clean slate
+        if self._used:  # started before: start from a clean slate
             self._build()
+        self._used = True
         self.root.mkdir(parents=True, exist_ok=True)
         if self.acl_file:
             log.warning("%s: ACL file %s accepted but not enforced yet", self.name, self.acl_file)
@@ -126,7 +140,6 @@ class Broker:
             self.store.add_listener(self.long_poll.notify_arrival)
             self.store.add_listener(self.schedule.notify_arrival)
             write_json(meta_path, {"name": self.name, "cluster": self.cluster, "port": self.port})
-            self._last_port = self.port
         except BaseException:
             self.server.stop()
             if self.store is not None:

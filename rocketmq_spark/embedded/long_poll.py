@@ -24,6 +24,9 @@ from typing import Callable, Sequence
 
 log = logging.getLogger(__name__)
 
+MAX_WAIT = 3600.0  # seconds; a longer hold just waits again (and stays below TIMEOUT_MAX)
+MAX_HOLD_MS = 24 * 3600 * 1000  # a pull is held at most a day, whatever it asks for
+
 
 @dataclass(eq=False)
 class HeldPull:
@@ -118,18 +121,30 @@ class PullHoldService:
             _, _, p = heapq.heappop(self._deadlines)
             self._take(p)
 
+    def _next_ready(self) -> list[HeldPull] | None:
+        """Wait for pulls to answer; None once stopping."""
+        with self._cond:
+            while True:
+                if self._stopping:
+                    return None
+                self._collect()
+                if self._ready:
+                    ready, self._ready = self._ready, []
+                    return ready
+                timeout = self._deadlines[0][0] - time.monotonic() if self._deadlines else None
+                self._cond.wait(None if timeout is None else min(timeout, MAX_WAIT))
+
     def _run(self) -> None:
         while True:
-            with self._cond:
-                while True:
-                    if self._stopping:
-                        return
-                    self._collect()
-                    if self._ready:
-                        break
-                    timeout = self._deadlines[0][0] - time.monotonic() if self._deadlines else None
-                    self._cond.wait(timeout)
-                ready, self._ready = self._ready, []
+            try:
+                ready = self._next_ready()
+            except Exception:  # keep serving the other held pulls
+                log.exception("%s: bookkeeping failed", self.name)
+                with self._cond:
+                    self._cond.wait(1.0)
+                continue
+            if ready is None:
+                return
             for pull in ready:
                 try:
                     pull.execute()

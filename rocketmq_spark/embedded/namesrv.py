@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from rocketmq_spark.embedded.processors import answer_request
 from rocketmq_spark.embedded.processors.base import FAQ, Call, Handler, Refuse
-from rocketmq_spark.embedded.server import Connection, RemotingServer
+from rocketmq_spark.embedded.server import Connection, RemotingServer, advertised_ip
 from rocketmq_spark.remoting.codes import RETRY_PREFIX, RequestCode, ResponseCode
 from rocketmq_spark.remoting.command import RemotingCommand
 from rocketmq_spark.remoting.headers import GetRouteInfoRequestHeader
@@ -36,7 +36,7 @@ class NameServer:
         self.acl = None  # the NameServer does no ACL check (section 1.10)
         self._brokers = brokers
         self.requested_port = port
-        self.advertised_host = advertised_host or (host if host not in ("0.0.0.0", "", "::") else "127.0.0.1")
+        self.advertised_host = advertised_ip(host, advertised_host)
         self.host = host
         self.server = RemotingServer("namesrv", host, self._on_request)
         self._last_port: int | None = None
@@ -53,7 +53,7 @@ class NameServer:
     def start(self) -> "NameServer":
         """Listen; after a stop, on the same port again when it is free (clients keep
         their address)."""
-        if self._last_port is not None:
+        if self.server.used:
             self.server = RemotingServer("namesrv", self.host, self._on_request)
         self._last_port = self.server.bind(self.requested_port,
                                            preferred=None if self.requested_port else self._last_port)

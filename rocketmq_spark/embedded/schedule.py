@@ -97,7 +97,7 @@ class ScheduleService:
                     now = self.clock.now_ms()
                     if self._heap and self._heap[0][0] <= now:
                         break
-                    self._cond.wait((self._heap[0][0] - now) / 1000 if self._heap else None)
+                    self._cond.wait(min((self._heap[0][0] - now) / 1000, 3600.0) if self._heap else None)
                 due_levels = set()
                 while self._heap and self._heap[0][0] <= now:
                     due_levels.add(heapq.heappop(self._heap)[1])

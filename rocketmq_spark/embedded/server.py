@@ -11,6 +11,7 @@ that connection only; queued answers are written first.
 
 from __future__ import annotations
 
+import ipaddress
 import itertools
 import logging
 import socket
@@ -29,6 +30,18 @@ _ids = itertools.count(1)
 RECV_SIZE = 256 * 1024
 
 Handler = Callable[["Connection", RemotingCommand], None]
+
+
+def advertised_ip(host: str, advertised: str | None = None) -> str:
+    """The IP address to publish for a listener on ``host``: clients must be able to reach
+    it and stored messages carry it (STOREHOST), so never a wildcard or a host name."""
+    name = advertised or host
+    if name in ("0.0.0.0", "", "::"):
+        return "127.0.0.1"
+    try:
+        return str(ipaddress.ip_address(name))
+    except ValueError:
+        return socket.gethostbyname(name)
 
 
 class Connection:
@@ -157,11 +170,17 @@ class RemotingServer:
         self._conns: dict[int, Connection] = {}
         self._lock = threading.Lock()
         self._stopping = False
+        self._port: int | None = None
+
+    @property
+    def used(self) -> bool:
+        """True once bound: a stopped server is not started again (make a new one)."""
+        return self._port is not None
 
     @property
     def port(self) -> int:
-        assert self._sock is not None, "bind() first"
-        return self._sock.getsockname()[1]
+        assert self._port is not None, "bind() first"
+        return self._port
 
     def bind(self, port: int = 0, *, preferred: int | None = None) -> int:
         """Bind to ``port`` (0 = any free port), trying ``preferred`` first when given."""
@@ -177,7 +196,8 @@ class RemotingServer:
                 continue
             sock.listen(128)
             self._sock = sock
-            return self.port
+            self._port = sock.getsockname()[1]
+            return self._port
         raise OSError(f"cannot bind {self.host}:{port}")
 
     def start(self) -> None:

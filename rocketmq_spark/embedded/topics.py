@@ -27,6 +27,13 @@ RETRY_TOPIC_MAX_LENGTH = 255
 # Topics no producer may send to (TopicValidator.NOT_ALLOWED_SEND_TOPIC_SET).
 NOT_ALLOWED_SEND = frozenset({SCHEDULE_TOPIC, "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRANS_OP_HALF_TOPIC",
                               "TRANS_CHECK_MAX_TIME_TOPIC"})
+# TopicValidator.SYSTEM_TOPIC_SET (+ the "rmq_sys_" prefix): not for UPDATE_AND_CREATE_TOPIC.
+SYSTEM_TOPICS = NOT_ALLOWED_SEND | {DEFAULT_TOPIC, "BenchmarkTest", "SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT"}
+MAX_QUEUE_NUMS = 16384
+
+
+def is_system_topic(topic: str) -> bool:
+    return topic in SYSTEM_TOPICS or topic.startswith("rmq_sys_")
 
 
 def validate_topic(topic: str | None) -> str | None:

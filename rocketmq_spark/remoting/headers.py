@@ -81,7 +81,10 @@ class Header:
                 if required:
                     raise HeaderError(f"the custom field <{wire}> is null")
                 continue
-            values[name] = parse(raw)
+            try:
+                values[name] = parse(raw)
+            except HeaderError as exc:
+                raise HeaderError(f"the custom field <{wire}> is invalid: {exc}") from None
         return cls(**values)
 
 

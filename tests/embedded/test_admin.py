@@ -28,6 +28,10 @@ def test_create_topic(cluster: EmbeddedCluster, wire: Wire, ns: Wire) -> None:
     ans = create(wire, "bad name")
     assert ans.code == 1 and "illegal characters" in ans.remark
     assert create(wire, "DefaultCluster").code == 1
+    ans = create(wire, "TBW102", 1)
+    assert (ans.code, ans.remark) == (1, "The topic[TBW102] is conflict with system topic.")
+    ans = create(wire, "huge", 100_000)
+    assert ans.code == 1 and "readQueueNums 100000" in ans.remark
 
 
 def test_all_topic_config(wire: Wire) -> None:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rocketmq_spark.remoting.codes import RequestCode
+from rocketmq_spark.remoting.message import BatchItem, encode_batch
 from rocketmq_spark.remoting.route import decode_route
 from tests.embedded.wire import Wire, messages, pull, req, send_msg
 
@@ -62,7 +63,7 @@ class Acked:
 
 def test_kill_9_loses_nothing_that_was_answered(tmp_path: Path) -> None:
     data, log = tmp_path / "data", tmp_path / "broker.log"
-    proc, ns = start_broker(data, log, "--topic", f"dur:{QUEUES}")
+    proc, ns = start_broker(data, log, "--topic", f"dur:{QUEUES}", "--topic", "dur_batch:1")
     addr = broker_addr(ns, "dur")
     acked: list[Acked] = []
     acked_auto: list[bytes] = []
@@ -96,13 +97,31 @@ def test_kill_9_loses_nothing_that_was_answered(tmp_path: Path) -> None:
         finally:
             enough.set()
 
-    sender = threading.Thread(target=produce, daemon=True)
-    sender.start()
+    batches: list[tuple[int, list[bytes]]] = []  # (first queue offset, bodies) of answered batches
+
+    def produce_batches() -> None:
+        try:
+            with Wire(addr, timeout=10) as w:
+                for i in range(100_000):
+                    bodies = [f"batch-{i}-{j}".encode() + os.urandom(8) for j in range(3)]
+                    items = [BatchItem(b, {"UNIQ_KEY": f"B{i:015d}{j:016d}"}) for j, b in enumerate(bodies)]
+                    ans = send_msg(w, "dur_batch", encode_batch(items), code=RequestCode.SEND_BATCH_MESSAGE,
+                                   extra={"batch": "true"})
+                    if ans.code != 0:
+                        return
+                    batches.append((int(ans.ext["queueOffset"]), bodies))
+        except (OSError, TimeoutError):
+            pass
+
+    senders = [threading.Thread(target=produce, daemon=True), threading.Thread(target=produce_batches, daemon=True)]
+    for t in senders:
+        t.start()
     assert enough.wait(60)
-    proc.send_signal(signal.SIGKILL)  # mid-send: the thread is still sending
+    proc.send_signal(signal.SIGKILL)  # mid-send: both threads are still sending
     proc.wait(10)
-    sender.join(30)
-    assert len(acked) >= 200 and commits
+    for t in senders:
+        t.join(30)
+    assert len(acked) >= 200 and commits and batches
 
     proc, ns = start_broker(data, log)
     try:
@@ -126,6 +145,11 @@ def test_kill_9_loses_nothing_that_was_answered(tmp_path: Path) -> None:
             for q in range(1, 4):
                 auto_bodies += [m.body for m in messages(pull(w, "check", "dur_auto", q, 0, max_nums=32))]
             assert set(acked_auto) <= set(auto_bodies)
+            in_batch_topic: list[bytes] = []
+            while got := messages(pull(w, "check", "dur_batch", 0, len(in_batch_topic))):
+                in_batch_topic += [m.body for m in got]
+            for first, bodies in batches:
+                assert in_batch_topic[first:first + 3] == bodies
             for qid, value in commits.items():
                 got = w.request(req(RequestCode.QUERY_CONSUMER_OFFSET,
                                     {"consumerGroup": "dg", "topic": "dur", "queueId": qid}))

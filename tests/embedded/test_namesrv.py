@@ -99,3 +99,11 @@ def test_two_brokers_route_and_cluster(tmp_path: Path) -> None:
             assert [q.broker_name for q in r.queue_datas] == ["broker-b"]
             info = fastjson.loads(ns.request(req(RequestCode.GET_BROKER_CLUSTER_INFO)).body)
             assert info["clusterAddrTable"] == {"DefaultCluster": ["broker-a", "broker-b"]}
+
+
+def test_addresses_are_ips_clients_can_reach(tmp_path: Path) -> None:
+    for host in ("localhost", "0.0.0.0"):
+        with EmbeddedCluster(tmp_path / host, host=host) as c:
+            assert c.namesrv_addr.startswith("127.0.0.1:") and c.broker_addrs["broker-a"].startswith("127.0.0.1:")
+            with Wire(c.namesrv_addr) as ns:
+                assert route(ns, "TBW102").code == 0

@@ -209,3 +209,17 @@ def test_held_pull_answer_in_rocketmq_serialization(wire: Wire) -> None:
     assert encode(cmd)[4] == 1
     ans = wire.request(cmd)
     assert ans.serialize_type == 1 and ans.code == 19
+
+
+def test_absurd_suspend_timeouts_do_not_break_long_polling(cluster: EmbeddedCluster, wire: Wire,
+                                                           broker_addr: str) -> None:
+    broker = cluster.brokers["broker-a"]
+    forever = pull(wire, "g", "T", 2, 0, sys_flag=6, suspend_ms=2 ** 62, send_only=True)
+    negative = pull(wire, "g", "T", 2, 0, sys_flag=6, suspend_ms=-5)
+    assert negative.code == 19
+    assert wait_for(lambda: broker.long_poll.held_count() == 1)
+    short = pull(wire, "g", "T", 1, 0, sys_flag=6, suspend_ms=50, timeout=3)
+    assert short.code == 19
+    with Wire(broker_addr) as other:
+        send_msg(other, "T", b"finally", queue_id=2)
+    assert [m.body for m in messages(wire.answer(forever, timeout=3))] == [b"finally"]

@@ -92,6 +92,14 @@ def test_bad_topic_names_and_queues(cluster: EmbeddedCluster, wire: Wire) -> Non
     assert ans.code == 1 and "longer than" in ans.remark
 
 
+def test_out_of_range_numbers_are_refused(wire: Wire) -> None:
+    ans = send_msg(wire, "T", b"a", extra={"flag": 2 ** 31})
+    assert ans.code == 1 and "<flag>" in ans.remark
+    ans = send_msg(wire, "T", b"a", extra={"bornTimestamp": 2 ** 63})
+    assert ans.code == 1 and "<bornTimestamp>" in ans.remark
+    assert max_offset(wire, "T", 0) == 0
+
+
 def test_random_queue_for_negative_queue_id(wire: Wire) -> None:
     qids = {int(send_msg(wire, "T", b"r", queue_id=-1).ext["queueId"]) for _ in range(30)}
     assert qids <= {0, 1, 2, 3} and len(qids) > 1
@@ -115,6 +123,17 @@ def test_batch_with_v2_header(wire: Wire) -> None:
     assert [m.offset_msg_id for m in got] == ids and [m.queue_offset for m in got] == [0, 1, 2]
     assert [m.properties["UNIQ_KEY"] for m in got] == ["U0", "U1", "U2"]
     assert all(m.properties["CLUSTER"] == "DefaultCluster" for m in got)
+
+
+def test_compressed_batch_limits(wire: Wire) -> None:
+    bomb = zlib.compress(bytes(17 * 1024 * 1024), 9)
+    ans = send_msg(wire, "T", bomb, sys_flag=1, code=RequestCode.SEND_MESSAGE, extra={"batch": "1"})
+    assert ans.code == 13 and "inflates to more than" in ans.remark
+    ans = send_msg(wire, "T", b"not zlib", sys_flag=1, code=RequestCode.SEND_MESSAGE, extra={"batch": "1"})
+    assert ans.code == 13 and "cannot be inflated" in ans.remark
+    ans = send_msg(wire, "T", b"\x00\x00\x00\x30junk", code=RequestCode.SEND_MESSAGE, extra={"batch": "1"})
+    assert ans.code == 13 and "malformed" in ans.remark
+    assert max_offset(wire, "T", 0) == 0
 
 
 def test_batch_to_retry_topic_is_refused(wire: Wire) -> None:

@@ -127,6 +127,15 @@ def test_a_store_directory_has_one_owner(tmp_path: Path) -> None:
         first.close()
 
 
+def test_a_send_is_answered_once_fsynced(cluster: EmbeddedCluster, wire: Wire) -> None:
+    commitlog = cluster.brokers["broker-a"].store.commitlog
+    for i in range(20):
+        ans = send_msg(wire, "T", b"durable" * i)
+        phys = int(ans.ext["msgId"][-16:], 16)
+        size = len(wire.request(req(RequestCode.VIEW_MESSAGE_BY_ID, {"offset": phys})).body)
+        assert commitlog.flushed_offset >= phys + size
+
+
 def test_async_flush_cluster(tmp_path: Path) -> None:
     with EmbeddedCluster(tmp_path, topics={"T": 1}, flush="async") as c, Wire(c.broker_addrs["broker-a"]) as w:
         assert send_msg(w, "T", b"fast").code == 0
@@ -134,3 +143,19 @@ def test_async_flush_cluster(tmp_path: Path) -> None:
                                                                   "queueId": 0, "commitOffset": 1})).code == 0
     with EmbeddedCluster(tmp_path, flush="async") as c, Wire(c.broker_addrs["broker-a"]) as w:
         assert bodies(w, "T", 0) == [b"fast"]
+
+
+def test_the_same_cluster_object_restarts_on_the_same_ports(tmp_path: Path) -> None:
+    c = EmbeddedCluster(tmp_path, topics={"T": 1})
+    with c:
+        addrs, ns = c.broker_addrs, c.namesrv_addr
+        with Wire(addrs["broker-a"]) as w:
+            send_msg(w, "T", b"before")
+            heartbeat(w, "127.0.0.1@c", "rg", {"T": "*"})
+    assert c.broker_addrs == addrs  # still readable when stopped
+    with c:
+        assert (c.broker_addrs, c.namesrv_addr) == (addrs, ns)
+        with Wire(addrs["broker-a"]) as w:
+            send_msg(w, "T", b"after")
+            assert bodies(w, "T", 0) == [b"before", b"after"]
+            assert w.request(req(RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": "rg"})).code == 1

@@ -11,7 +11,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from rocketmq_spark.embedded.processors.base import Call, Refuse
-from rocketmq_spark.embedded.topics import TopicConfig, validate_topic
+from rocketmq_spark.embedded.topics import MAX_QUEUE_NUMS, TopicConfig, is_system_topic, validate_topic
 from rocketmq_spark.remoting.bodies import ConsumeStats, OffsetWrapper, dumps
 from rocketmq_spark.remoting.codes import SERVER_VERSION, ResponseCode
 from rocketmq_spark.remoting.command import RemotingCommand
@@ -65,6 +65,11 @@ def handle_create_topic(broker: "Broker", call: Call) -> RemotingCommand:
         raise Refuse(ResponseCode.SYSTEM_ERROR, reason)
     if h.topic == broker.cluster:
         raise Refuse(ResponseCode.SYSTEM_ERROR, f"the topic[{h.topic}] is conflict with system reserved words.")
+    if is_system_topic(h.topic):
+        raise Refuse(ResponseCode.SYSTEM_ERROR, f"The topic[{h.topic}] is conflict with system topic.")
+    for key, n in (("readQueueNums", h.read_queue_nums), ("writeQueueNums", h.write_queue_nums)):
+        if not 0 <= n <= MAX_QUEUE_NUMS:
+            raise Refuse(ResponseCode.SYSTEM_ERROR, f"{key} {n} is outside 0..{MAX_QUEUE_NUMS}")
     broker.topics.put(TopicConfig(h.topic, h.read_queue_nums, h.write_queue_nums, h.perm,
                                   h.topic_filter_type, h.topic_sys_flag or 0, h.order))
     return call.answer(ResponseCode.SUCCESS, remark="not set any response code")

@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Callable
 
-from rocketmq_spark.embedded.long_poll import HeldPull
+from rocketmq_spark.embedded.long_poll import MAX_HOLD_MS, HeldPull
 from rocketmq_spark.embedded.processors.base import FAQ, Call, Refuse
 from rocketmq_spark.embedded.store import GetStatus
 from rocketmq_spark.remoting.codes import PullSysFlag, ResponseCode
@@ -100,7 +100,7 @@ def execute_pull(broker: "Broker", call: Call, h: PullMessageRequestHeader, *,
                 call.send(call.answer(r.code, r.remark, r.ext))
 
         broker.long_poll.hold(HeldPull(h.topic, h.queue_id, h.queue_offset,
-                                       time.monotonic() + max(h.suspend_timeout_millis, 0) / 1000,
+                                       time.monotonic() + min(max(h.suspend_timeout_millis, 0), MAX_HOLD_MS) / 1000,
                                        accept, again, call.conn.id))
         response = None
     if allow_suspend and h.sys_flag & PullSysFlag.COMMIT_OFFSET:

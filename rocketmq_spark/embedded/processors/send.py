@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 TRACE_EXT = {"TRACE_ON": "true", "MSG_REGION": "DefaultRegion"}
 VERSION_V3_4_9 = 121  # the broker honours the header's maxReconsumeTimes from here on
 MAX_BATCH_TOPIC_LENGTH = 127
+MAX_INFLATED_BATCH = 16 * 1024 * 1024  # no zip bombs: a frame's worth
 _counter = itertools.count()
 _UNIQ_PREFIX = struct.pack(">iHI", 0x7F000001, os.getpid() & 0xFFFF, random.getrandbits(32))
 
@@ -55,6 +56,14 @@ def refuse(code: int, remark: str) -> Refuse:
     return Refuse(code, remark, TRACE_EXT)
 
 
+INT32 = (-(1 << 31), (1 << 31) - 1)
+INT64 = (-(1 << 63), (1 << 63) - 1)
+# Header fields that go into the stored record, with their Java types' ranges.
+RECORD_FIELDS = (("queueId", "queue_id", INT32), ("sysFlag", "sys_flag", INT32), ("flag", "flag", INT32),
+                 ("bornTimestamp", "born_timestamp", INT64), ("reconsumeTimes", "reconsume_times", INT32),
+                 ("maxReconsumeTimes", "max_reconsume_times", INT32))
+
+
 def _header(call: Call) -> SendMessageRequestHeader:
     ext = call.ext
     v2 = call.cmd.code == RequestCode.SEND_MESSAGE_V2 or (
@@ -63,7 +72,12 @@ def _header(call: Call) -> SendMessageRequestHeader:
     reason = validate_topic(topic)
     if reason is not None:
         raise refuse(ResponseCode.SYSTEM_ERROR, reason)
-    return SendMessageRequestHeader.from_v2(ext) if v2 else SendMessageRequestHeader.from_ext(ext)
+    h = SendMessageRequestHeader.from_v2(ext) if v2 else SendMessageRequestHeader.from_ext(ext)
+    for key, attr, (lo, hi) in RECORD_FIELDS:  # what Java's Integer/Long.parseLong would refuse
+        value = getattr(h, attr)
+        if value is not None and not lo <= value <= hi:
+            raise refuse(ResponseCode.SYSTEM_ERROR, f"the custom field <{key}> is invalid: {value} is out of range")
+    return h
 
 
 def handle_send(broker: "Broker", call: Call) -> RemotingCommand | None:
@@ -152,10 +166,13 @@ def _batch(broker: "Broker", call: Call, h: SendMessageRequestHeader,
     body = call.cmd.body
     sys_flag = h.sys_flag
     if sys_flag & MessageSysFlag.COMPRESSED:  # the C++ client compresses a whole batch
+        inflater = zlib.decompressobj()
         try:
-            body = zlib.decompress(body)
+            body = inflater.decompress(body, MAX_INFLATED_BATCH + 1)
         except zlib.error as exc:
             raise refuse(ResponseCode.MESSAGE_ILLEGAL, f"the compressed batch body cannot be inflated: {exc}") from None
+        if len(body) > MAX_INFLATED_BATCH:
+            raise refuse(ResponseCode.MESSAGE_ILLEGAL, f"the batch body inflates to more than {MAX_INFLATED_BATCH} bytes")
         sys_flag &= ~(MessageSysFlag.COMPRESSED | MessageSysFlag.COMPRESSION_TYPE_MASK)
     try:
         items = decode_batch(body)

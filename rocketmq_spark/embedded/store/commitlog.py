@@ -131,6 +131,7 @@ class CommitLog:
         self.flush_interval = flush_interval
         # (starts, segments) replaced as a whole so readers never see the two out of step.
         self._index: tuple[list[int], list[_Segment]] = ([], [])
+        self._retired: list[_Segment] = []
         self._cond = threading.Condition()
         self._written = 0
         self._flushed = 0
@@ -208,6 +209,12 @@ class CommitLog:
     @property
     def max_offset(self) -> int:
         return self._index[1][-1].end
+
+    @property
+    def flushed_offset(self) -> int:
+        """Everything before this offset is fsynced."""
+        with self._cond:
+            return self._flushed
 
     def append(self, record: bytearray) -> int:
         """Write ``record`` at the end of the log (rolling to a new segment if needed),
@@ -289,7 +296,9 @@ class CommitLog:
             for s in gone:
                 with self._cond:
                     self._dirty.pop(s.start, None)
-                os.close(s.fd)
+                # The fd stays open until close(): a concurrent read must not find its
+                # number reused by another file.
+                self._retired.append(s)
                 s.path.unlink()
             fsync_dir(self.directory)
         return self.min_offset
@@ -310,9 +319,9 @@ class CommitLog:
             self._thread = None
         else:
             self._flush_once()
-        for seg in self._index[1]:
+        for seg in self._index[1] + self._retired:
             os.close(seg.fd)
-        self._index = ([], [])
+        self._index, self._retired = ([], []), []
 
     def _should_flush(self) -> float | None:
         """0 to flush now, seconds to wait, or None to wait for news (caller holds the lock)."""

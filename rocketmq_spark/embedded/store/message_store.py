@@ -329,9 +329,20 @@ _ILLEGAL = ("the message is illegal, maybe msg body or properties length not mat
             "msg body length limit 4194304B, msg properties length limit 32KB.")
 
 
+_INT32 = range(-(1 << 31), 1 << 31)
+_INT64 = range(-(1 << 63), 1 << 63)
+
+
 def check_sizes(messages: Iterable[MessageExt]) -> None:
-    """Refuse bodies over 4 MiB and properties over 32 KiB (MESSAGE_ILLEGAL, 13)."""
+    """Refuse bodies over 4 MiB and properties over 32 KiB (MESSAGE_ILLEGAL, 13), and
+    field values the record layout cannot hold (checked before anything is written, so
+    a batch is stored whole or not at all)."""
     for m in messages:
+        for name in ("queue_id", "flag", "sys_flag", "reconsume_times"):
+            if getattr(m, name) not in _INT32:
+                raise StoreError(1, f"{name} {getattr(m, name)} does not fit the stored record")
+        if m.born_timestamp not in _INT64:
+            raise StoreError(1, f"born_timestamp {m.born_timestamp} does not fit the stored record")
         if len(m.body) > MAX_MESSAGE_SIZE or \
                 len(encode_properties(m.properties).encode("utf-8")) > MAX_PROPERTIES_SIZE:
             raise StoreError(13, _ILLEGAL)
