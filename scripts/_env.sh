@@ -17,6 +17,6 @@ fi
 stamp=".venv/.installed-$(cat pyproject.toml | cksum | cut -d' ' -f1)"
 if [ -n "${VIRTUAL_ENV:-}" ] && [ ! -f "$stamp" ] || [ "${ROCKETMQ_SPARK_REINSTALL:-}" = 1 ]; then
   python -m pip install --quiet --upgrade pip
-  python -m pip install --quiet -e ".[test]"
+  python -m pip install --quiet -e ".[test]" --config-settings editable_mode=compat
   mkdir -p .venv && touch "$stamp"
 fi

@@ -1,0 +1,149 @@
+"""Driver side: what the brokers say about queues and offsets, through the sidecar.
+
+Turns the user's requested positions (``offsets.StartSpec`` / ``EndSpec``) into concrete
+offsets per queue; the JSON sentinels (-2 earliest, -1 latest) are resolved here and go no
+further. Rules:
+
+* ``group``: the consumer group's committed offset; a queue the group never committed
+  starts at latest (RocketMQ's CONSUME_FROM_LAST_OFFSET).
+* ``earliest`` / ``latest``: the queue's min / max offset.
+* timestamp: the first message stored at or after it (the sidecar's SearchOffsets).
+* JSON: as written; subscribed queues it does not list start at earliest (like a queue
+  that appears while the query runs); as an *end*, unlisted queues end at latest.
+
+The queue list is cached and re-read every ``queueRefreshIntervalMs`` (Spark asks for
+the latest offsets many times a second when idle); offsets come in one GetOffsets call.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable, Iterable, Mapping, Sequence
+
+from rocketmq_spark.errors import BrokerError, ConfigError
+from rocketmq_spark.remoting.codes import ResponseCode
+from rocketmq_spark.remoting.route import MessageQueue
+from rocketmq_spark.sidecar import SidecarClient
+from rocketmq_spark.spark import link
+from rocketmq_spark.spark.offsets import (EARLIEST, LATEST, EarliestStart, EndSpec, GroupStart,
+                                          LatestEnd, LatestStart, QueueOffsetMap,
+                                          SpecificOffsets, StartSpec, TimestampStart)
+from rocketmq_spark.spark.options import SourceOptions
+from rocketmq_spark.structs import QueueOffsets
+
+__all__ = ["OffsetReader", "queue_name"]
+
+Caller = Callable[[str, Callable[[SidecarClient], object]], object]
+
+
+def queue_name(q: MessageQueue) -> str:
+    return f"{q.topic}/{q.broker_name}/{q.queue_id}"
+
+
+class OffsetReader:
+    def __init__(self, opts: SourceOptions, *, clock: Callable[[], float] = time.monotonic,
+                 call: Caller = link.call) -> None:
+        self.opts = opts
+        self.cluster = link.cluster_of(opts)
+        self._clock = clock
+        self._call = call
+        self._queues: list[MessageQueue] | None = None
+        self._queues_at = 0.0
+
+    # ------------------------------------------------------------ broker facts
+
+    def queues(self, *, force: bool = False) -> list[MessageQueue]:
+        """Subscribed queues of every topic (plus ``%RETRY%<group>`` in concurrent mode)."""
+        now = self._clock()
+        stale = now - self._queues_at >= self.opts.queue_refresh_ms / 1000.0
+        if self._queues is None or stale or force:
+            refresh = self._queues is not None      # the first read may use the route cache
+            found = self._call(self.opts.sidecar, lambda c: c.get_queues(
+                self.cluster, list(self.opts.topics), refresh=refresh))
+            if self.opts.reads_retry_topic:
+                found = list(found) + self._retry_queues(refresh)  # type: ignore[call-overload]
+            self._queues = sorted(found)  # type: ignore[call-overload]
+            self._queues_at = now
+        return list(self._queues)
+
+    def _retry_queues(self, refresh: bool) -> list[MessageQueue]:
+        """``%RETRY%<group>``'s queues; none until the broker creates the topic (on the
+        first send-back)."""
+        try:
+            return list(self._call(self.opts.sidecar, lambda c: c.get_queues(  # type: ignore[call-overload]
+                self.cluster, [self.opts.retry_topic], refresh=refresh)))
+        except BrokerError as exc:
+            if exc.code == ResponseCode.TOPIC_NOT_EXIST:
+                return []
+            raise
+
+    def offsets(self, queues: Sequence[MessageQueue], *, with_group: bool = False) -> dict[MessageQueue, QueueOffsets]:
+        """Min/max (and with ``with_group`` committed) offsets of ``queues`` in one call."""
+        if not queues:
+            return {}
+        group = self.opts.consumer_group if with_group else None
+        got = self._call(self.opts.sidecar,
+                         lambda c: c.get_offsets(self.cluster, list(queues), group))
+        return {o.queue: o for o in got}  # type: ignore[attr-defined]
+
+    def earliest(self, queues: Sequence[MessageQueue]) -> QueueOffsetMap:
+        return {q: o.min_offset for q, o in self.offsets(queues).items()}
+
+    def latest(self, queues: Sequence[MessageQueue]) -> QueueOffsetMap:
+        return {q: o.max_offset for q, o in self.offsets(queues).items()}
+
+    # ------------------------------------------------------------ requested positions
+
+    def resolve_start(self, spec: StartSpec, queues: Sequence[MessageQueue] | None = None) -> QueueOffsetMap:
+        queues = self.queues() if queues is None else list(queues)
+        if isinstance(spec, TimestampStart):
+            found = self._call(self.opts.sidecar,
+                               lambda c: c.search_offsets(self.cluster, queues, spec.timestamp_ms))
+            return {q: int(found[q]) for q in queues}  # type: ignore[index]
+        if isinstance(spec, SpecificOffsets):
+            return self._specific(spec.offsets, queues, "startingOffsets", unlisted=EARLIEST)
+        info = self.offsets(queues, with_group=isinstance(spec, GroupStart))
+        if isinstance(spec, EarliestStart):
+            return {q: info[q].min_offset for q in queues}
+        if isinstance(spec, LatestStart):
+            return {q: info[q].max_offset for q in queues}
+        if isinstance(spec, GroupStart):
+            return {q: info[q].max_offset if info[q].committed is None else info[q].committed
+                    for q in queues}
+        raise TypeError(f"not a starting position: {spec!r}")
+
+    def resolve_end(self, spec: EndSpec, queues: Sequence[MessageQueue] | None = None) -> QueueOffsetMap:
+        queues = self.queues() if queues is None else list(queues)
+        if isinstance(spec, LatestEnd):
+            return self.latest(queues)
+        if isinstance(spec, SpecificOffsets):
+            return self._specific(spec.offsets, queues, "endingOffsets", unlisted=LATEST)
+        raise TypeError(f"not an ending position: {spec!r}")
+
+    def _specific(self, given: Mapping[MessageQueue, int], queues: Sequence[MessageQueue],
+                  option: str, *, unlisted: int) -> QueueOffsetMap:
+        _check_known(given, queues, self.opts.subscribed_topics, option)
+        wanted = {q: given.get(q, unlisted) for q in queues}
+        need = [q for q, o in wanted.items() if o in (EARLIEST, LATEST)]
+        info = self.offsets(need)
+        out: QueueOffsetMap = {}
+        for q, o in wanted.items():
+            if o == EARLIEST:
+                o = info[q].min_offset
+            elif o == LATEST:
+                o = info[q].max_offset
+            out[q] = o
+        return out
+
+
+def _check_known(given: Iterable[MessageQueue], queues: Sequence[MessageQueue],
+                 topics: Sequence[str], option: str) -> None:
+    known = set(queues)
+    for q in sorted(given):
+        if q.topic not in topics:
+            raise ConfigError(f"option {option!r} names topic {q.topic!r}, which the query does "
+                              f"not read (topics: {', '.join(topics)})")
+        if q not in known:
+            have = sorted(f"{k.broker_name}/{k.queue_id}" for k in known if k.topic == q.topic)
+            raise ConfigError(f"option {option!r} names queue {queue_name(q)}, which does not exist "
+                              f"(queues of {q.topic}: {', '.join(have) or 'none'})")

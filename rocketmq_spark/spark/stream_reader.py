@@ -1,0 +1,271 @@
+"""The streaming reader (driver side): offsets, admission control, locks, commits.
+
+How RocketMQ's consumer behaviours map onto Spark's micro-batches (docs/architecture.md):
+
+* ``initialOffset`` resolves ``startingOffsets`` / ``startingTimestamp`` once; afterwards
+  Spark's checkpoint is the truth.
+* ``latestOffset(start, limit)`` is called many times a second when idle, so it costs one
+  GetOffsets call (plus, every ``queueRefreshIntervalMs``, a queue-list refresh and in
+  orderly mode a Lock call). Queues that appear later start at their earliest offset;
+  queues that vanish from the route keep their offset. ``ReadMaxRows``
+  (``maxMessagesPerTrigger``) is spread over the queues by backlog (``planner``).
+* orderly + clustering: every queue is locked for ``lockOwner`` through the sidecar, which
+  keeps the locks renewed; a queue another client holds does not advance (end = start)
+  and is reported once in the log.
+* concurrent + clustering: ``%RETRY%<group>`` is read as well.
+* processed offsets are written to the group on the broker (clustering and
+  ``commitOffsetsToBroker``: UPDATE_CONSUMER_OFFSET through the sidecar), so RocketMQ tools
+  see the progress and ``startingOffsets=group`` can resume from it. That happens in
+  ``commit(end)`` and, because Spark never calls ``commit`` for the last batch of a
+  Trigger.AvailableNow run, also when ``latestOffset(start)`` shows that the batch ending
+  at ``start`` is done. Only changed offsets are sent. A failed commit is logged, never
+  fatal: the checkpoint is the truth.
+* ``stop()`` unlocks. Spark ends the reader's Python process with SIGTERM without calling
+  ``stop()``, so a reader holding locks hooks SIGTERM to unlock first.
+* Trigger.AvailableNow: ``prepareForTriggerAvailableNow`` records the max offsets of that
+  moment; later calls never go beyond them.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+import time
+from types import FrameType
+from typing import Callable, Sequence
+
+from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadLimit, ReadMaxRows,
+                                              SupportsTriggerAvailableNow)
+
+from rocketmq_spark.errors import RocketMQError
+from rocketmq_spark.remoting.route import MessageQueue
+from rocketmq_spark.sidecar import DataLossError
+from rocketmq_spark.spark import link
+from rocketmq_spark.spark.offset_reader import Caller, OffsetReader, queue_name
+from rocketmq_spark.spark.offsets import QueueOffsetMap, from_json, to_json
+from rocketmq_spark.spark.options import SourceOptions
+from rocketmq_spark.spark.partition import RocketMQPartition
+from rocketmq_spark.spark.planner import plan_partitions, ranges, rate_limit
+from rocketmq_spark.spark.reader import read_partition
+
+__all__ = ["RocketMQStreamReader"]
+
+log = logging.getLogger(__name__)
+
+UNLOCK_TIMEOUT = 5.0     # seconds
+
+
+class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    def __init__(self, opts: SourceOptions, *, clock: Callable[[], float] = time.monotonic,
+                 call: Caller = link.call) -> None:
+        self.opts = opts
+        self._clock = clock
+        self._call = call
+        self._init_state()
+
+    def _init_state(self) -> None:
+        self._offsets: OffsetReader | None = None
+        self._granted: frozenset[MessageQueue] | None = None
+        self._lock_key: tuple[MessageQueue, ...] = ()
+        self._lock_at = 0.0
+        self._reported_unlocked: frozenset[MessageQueue] = frozenset()
+        self._target: QueueOffsetMap | None = None      # Trigger.AvailableNow
+        self._latest: QueueOffsetMap | None = None
+        self._committed: QueueOffsetMap = {}
+        self._commit_retry_at = 0.0
+        self._sigterm_hooked = False
+
+    # Spark pickles the reader to run read() on executors: only the options travel.
+    def __getstate__(self) -> dict:
+        return {"opts": self.opts}
+
+    def __setstate__(self, state: dict) -> None:
+        self.opts = state["opts"]
+        self._clock = time.monotonic
+        self._call = link.call
+        self._init_state()
+
+    @property
+    def offset_reader(self) -> OffsetReader:
+        if self._offsets is None:
+            self._offsets = OffsetReader(self.opts, clock=self._clock, call=self._call)
+        return self._offsets
+
+    # ------------------------------------------------------------ offsets
+
+    def initialOffset(self) -> dict:
+        return to_json(self.offset_reader.resolve_start(self.opts.starting))
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        n = self.opts.max_messages_per_trigger
+        return ReadMaxRows(n) if n else ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        r = self.offset_reader
+        self._target = r.latest(r.queues(force=True))
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:  # type: ignore[override]
+        r = self.offset_reader
+        begun = from_json(start)
+        # Spark runs one batch at a time and asks for the next end only once the batch
+        # ending at ``start`` is done, so ``start`` is processed: commit it. (Spark's own
+        # commit(end) never comes for the last batch of a Trigger.AvailableNow run.)
+        self._commit(begun)
+        queues = r.queues()
+        info = r.offsets(queues)
+        begin: QueueOffsetMap = {}
+        latest: QueueOffsetMap = {}
+        for q in queues:
+            o = info[q]
+            begin[q] = self._checked_start(q, begun.get(q, o.min_offset), o.min_offset, o.max_offset)
+            latest[q] = max(o.max_offset, begin[q])
+        self._latest = dict(latest)
+        if self._target is not None:
+            latest = {q: max(begin[q], min(latest[q], self._target.get(q, begin[q]))) for q in queues}
+        held = self._locked(queues) if self.opts.uses_locks else frozenset(queues)
+        latest = {q: (latest[q] if q in held else begin[q]) for q in queues}
+        max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else None
+        end = rate_limit(begin, latest, max_rows)
+        for q in queues:
+            if q not in held:
+                end[q] = begun.get(q, begin[q])   # another client holds it: no move at all
+        for q, off in begun.items():              # vanished from the route: keep its offset
+            end.setdefault(q, off)
+        return to_json(end)
+
+    def _checked_start(self, q: MessageQueue, start: int, min_offset: int, max_offset: int) -> int:
+        """The start, checked against what the broker still stores (failOnDataLoss)."""
+        if start < min_offset:
+            text = (f"{queue_name(q)}: offsets [{start}, {min_offset}) are no longer stored "
+                    f"(the queue's min offset is {min_offset}; retention removed them)")
+            if self.opts.fail_on_data_loss:
+                raise DataLossError(text + "; set failOnDataLoss=false to skip them")
+            log.warning("%s; skipping to %d", text, min_offset)
+            return min_offset
+        if start > max_offset:
+            text = (f"{queue_name(q)}: the query is at offset {start} but the queue's max offset "
+                    f"is {max_offset} (the queue lost or reset data)")
+            if self.opts.fail_on_data_loss:
+                raise DataLossError(text + "; set failOnDataLoss=false to wait for new data "
+                                           "beyond the old position", beyond_max=True)
+            log.warning("%s; waiting until it passes %d", text, start)
+        return start
+
+    def reportLatestOffset(self) -> dict | None:
+        return None if self._latest is None else to_json(self._latest)
+
+    # ------------------------------------------------------------ locks (orderly)
+
+    def _locked(self, queues: Sequence[MessageQueue]) -> frozenset[MessageQueue]:
+        """The queues this query holds; asked again when the queue list changes and every
+        ``queueRefreshIntervalMs`` (to take over queues another client let go)."""
+        now = self._clock()
+        key = tuple(queues)
+        due = now - self._lock_at >= self.opts.queue_refresh_ms / 1000.0
+        if self._granted is not None and key == self._lock_key and not due:
+            return self._granted
+        o, cluster = self.opts, self.offset_reader.cluster
+        self._lock_key, self._lock_at = key, now
+        self._unlock_on_sigterm()
+        try:
+            self._granted = self._call(o.sidecar, lambda c: c.lock(
+                cluster, o.consumer_group, o.lock_owner, list(queues), keep_renewed=True))
+        except RocketMQError as exc:
+            # without an answer no queue counts as held: nothing advances until a retry works
+            log.warning("consumer group %s: locking its queues failed (retrying in %d ms): %s",
+                        o.consumer_group, o.queue_refresh_ms, exc)
+            self._granted = frozenset()
+        unlocked = frozenset(queues) - self._granted
+        if unlocked != self._reported_unlocked:
+            if unlocked:
+                log.warning("consumer group %s: %d queue(s) are not locked by %s and do not "
+                            "advance: %s", o.consumer_group, len(unlocked), o.lock_owner,
+                            ", ".join(queue_name(q) for q in sorted(unlocked)))
+            else:
+                log.info("consumer group %s: every queue is locked by %s", o.consumer_group,
+                         o.lock_owner)
+            self._reported_unlocked = unlocked
+        return self._granted
+
+    # ------------------------------------------------------------ planning and reading
+
+    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+        begun, ended = from_json(start), from_json(end)
+        new = [q for q in ended if q not in begun]
+        if new:  # queues that appeared in this batch start at their earliest offset
+            first = self.offset_reader.earliest(new)
+            begun.update({q: min(first.get(q, ended[q]), ended[q]) for q in new})
+        todo = ranges({q: begun[q] for q in ended}, ended)
+        parts = plan_partitions(todo, orderly=self.opts.orderly,
+                                min_partitions=self.opts.min_partitions)
+        return [RocketMQPartition.of(p) for p in parts]
+
+    def read(self, partition: InputPartition):  # type: ignore[no-untyped-def]
+        return read_partition(self.opts, partition)
+
+    # ------------------------------------------------------------ progress and shutdown
+
+    def commit(self, end: dict) -> None:
+        self._commit(from_json(end))
+
+    def _commit(self, offsets: QueueOffsetMap) -> None:
+        """Write the offsets that changed since the last commit to the group on the broker."""
+        if not self.opts.commits_to_broker:
+            return
+        changed = {q: o for q, o in offsets.items() if self._committed.get(q) != o}
+        if not changed or self._clock() < self._commit_retry_at:
+            return
+        o, cluster = self.opts, self.offset_reader.cluster
+        try:
+            self._call(o.sidecar, lambda c: c.commit_offsets(cluster, o.consumer_group, changed))
+        except Exception as exc:  # the checkpoint is the truth; the broker copy is a courtesy
+            log.warning("could not commit offsets of consumer group %s to the broker (retrying "
+                        "in %d ms): %s", o.consumer_group, o.queue_refresh_ms, exc)
+            self._commit_retry_at = self._clock() + o.queue_refresh_ms / 1000.0
+            return
+        self._committed.update(changed)
+
+    def stop(self) -> None:
+        if self.opts.uses_locks and self._granted is not None:
+            self._granted = None
+            o, cluster = self.opts, self.offset_reader.cluster
+            try:
+                # a short timeout: this runs while Spark is ending the process
+                self._call(o.sidecar, lambda c: link.with_timeout(c, UNLOCK_TIMEOUT)
+                           .unlock(cluster, o.consumer_group, o.lock_owner))
+            except Exception as exc:  # the broker expires the locks anyway (60 s)
+                log.warning("could not unlock the queues of consumer group %s: %s",
+                            o.consumer_group, exc)
+
+    def _unlock_on_sigterm(self) -> None:
+        """Make sure ``stop()`` runs when the query ends.
+
+        Spark ends the Python process that hosts a stream reader with SIGTERM (twice in a
+        row, and without calling ``stop()`` first), and SIGTERM's default action skips every
+        ``finally``. So once this reader holds locks, the first SIGTERM unlocks (ignoring
+        further ones meanwhile), then does what it would have done: the previous handler,
+        or the default (terminate).
+        """
+        if self._sigterm_hooked or threading.current_thread() is not threading.main_thread():
+            return
+        previous = signal.getsignal(signal.SIGTERM)
+
+        def on_sigterm(signum: int, frame: FrameType | None) -> None:
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            try:
+                self.stop()
+            finally:
+                if callable(previous):
+                    signal.signal(signal.SIGTERM, previous)
+                    previous(signum, frame)
+                elif previous == signal.SIG_IGN:
+                    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+                else:
+                    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+                    os.kill(os.getpid(), signal.SIGTERM)
+
+        signal.signal(signal.SIGTERM, on_sigterm)
+        self._sigterm_hooked = True

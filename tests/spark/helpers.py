@@ -1,0 +1,92 @@
+"""Producing test messages and running AvailableNow queries, shared by the e2e tests."""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from rocketmq_spark.remoting.route import MessageQueue
+from rocketmq_spark.structs import Message
+
+
+@dataclass(frozen=True)
+class Sent:
+    queue: MessageQueue
+    offset: int
+    body: bytes
+    tags: str | None
+    keys: str | None
+
+
+def body_for(i: int, salt: str = "") -> bytes:
+    """Distinct bodies with every byte value somewhere, and now and then a big one (the
+    client compresses big bodies; the source must hand back the original bytes)."""
+    head = f"{salt}#{i}:".encode()
+    if i % 37 == 5:
+        return head + os.urandom(6000)
+    return head + bytes([(i * 7 + k) % 256 for k in range(i % 50)]) + b"\x00\xff"
+
+
+def create_topic(mq: Any, topic: str, queues: int) -> list[MessageQueue]:
+    mq.create_topic(topic, queues=queues)
+    return sorted(mq.publish_queues(topic, refresh=True))
+
+
+def produce(mq: Any, queues: list[MessageQueue], count: int, *, salt: str = "",
+            tags: Callable[[int], str | None] = lambda i: None) -> list[Sent]:
+    """``count`` messages round robin over ``queues``; what was stored where."""
+    out = []
+    for i in range(count):
+        q = queues[i % len(queues)]
+        body, tag = body_for(i, salt), tags(i)
+        keys = f"key-{salt}-{i}"
+        r = mq.send(Message(q.topic, body, tags=tag, keys=keys), queue=q)
+        assert r.status == "SEND_OK", r
+        out.append(Sent(r.queue, r.queue_offset, body, tag, keys))
+    return out
+
+
+def run_available_now(df: Any, *, checkpoint: str, sink: str = "memory", path: str | None = None,
+                      name: str | None = None, timeout: float = 120.0) -> Any:
+    """Run ``df`` with Trigger.AvailableNow to completion; the finished query."""
+    w = df.writeStream.option("checkpointLocation", checkpoint).trigger(availableNow=True)
+    if sink == "memory":
+        w = w.format("memory").queryName(name)
+    elif sink == "parquet":
+        w = w.format("parquet").option("path", path)
+    else:
+        w = w.format(sink)
+    q = w.start()
+    try:
+        assert q.awaitTermination(timeout), f"query did not finish within {timeout:g} s"
+    finally:
+        if q.isActive:
+            q.stop()
+    if q.exception() is not None:
+        raise AssertionError(f"query failed: {q.exception()}")
+    return q
+
+
+def rows_per_batch(q: Any) -> list[int]:
+    return [p["numInputRows"] for p in q.recentProgress if p["numInputRows"] or p["sources"]]
+
+
+def end_offsets(q: Any) -> dict:
+    import json
+
+    last = [p for p in q.recentProgress if p["sources"] and p["sources"][0]["endOffset"]]
+    end = last[-1]["sources"][0]["endOffset"]
+    return json.loads(end) if isinstance(end, str) else end
+
+
+def wait_until(pred: Callable[[], Any], timeout: float = 30.0, what: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        got = pred()
+        if got:
+            return got
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
+        time.sleep(0.05)

@@ -1,0 +1,233 @@
+"""The stream reader's offset logic against an in-memory stand-in for the sidecar.
+
+Only the decisions are tested here (new queues, vanished queues, locks not granted, data
+loss, admission control, AvailableNow, commits); tests/spark/test_e2e_*.py run the same
+reader for real through Spark, the sidecar and the embedded broker.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+import pytest
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
+
+from rocketmq_spark.remoting.route import MessageQueue
+from rocketmq_spark.sidecar import DataLossError
+from rocketmq_spark.spark import options
+from rocketmq_spark.spark.offsets import to_json
+from rocketmq_spark.spark.partition import RocketMQPartition
+from rocketmq_spark.spark.stream_reader import RocketMQStreamReader
+from rocketmq_spark.structs import QueueOffsets
+
+T = "orders"
+
+
+def q(i: int, topic: str = T) -> MessageQueue:
+    return MessageQueue(topic, "broker-a", i)
+
+
+@dataclass
+class Broker:
+    """What the sidecar would answer: queues with min/max, committed offsets, locks."""
+
+    mins: dict = field(default_factory=dict)
+    maxs: dict = field(default_factory=dict)
+    committed: dict = field(default_factory=dict)
+    held_by_other: set = field(default_factory=set)
+    calls: list = field(default_factory=list)
+    commits: list = field(default_factory=list)
+    unlocked: list = field(default_factory=list)
+
+    # the SidecarClient methods the reader uses
+    def get_queues(self, cluster, topics, refresh=False):
+        self.calls.append("get_queues")
+        return sorted(k for k in self.maxs if k.topic in topics)
+
+    def get_offsets(self, cluster, queues, group=None):
+        self.calls.append("get_offsets")
+        return [QueueOffsets(k, self.mins.get(k, 0), self.maxs[k],
+                             self.committed.get(k) if group else None) for k in queues]
+
+    def lock(self, cluster, group, owner, queues, keep_renewed=True):
+        self.calls.append("lock")
+        return frozenset(k for k in queues if k not in self.held_by_other)
+
+    def unlock(self, cluster, group, owner, queues=()):
+        self.unlocked.append((group, owner))
+
+    def commit_offsets(self, cluster, group, offsets):
+        self.commits.append(dict(offsets))
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def reader(broker: Broker, clock: Clock | None = None, **opts: str) -> RocketMQStreamReader:
+    parsed = options.parse({"nameServer": "127.0.0.1:9876", "topic": T, "consumerGroup": "g", **opts})
+    return RocketMQStreamReader(parsed, clock=clock or Clock(), call=lambda _addr, fn: fn(broker))
+
+
+def js(d: dict) -> dict:
+    return json.loads(json.dumps(to_json(d)))
+
+
+def test_group_start_uses_committed_then_latest():
+    b = Broker(maxs={q(0): 10, q(1): 20}, committed={q(0): 4})
+    assert reader(b).initialOffset() == js({q(0): 4, q(1): 20})
+
+
+def test_latest_reads_everything_and_is_idempotent_when_idle():
+    b = Broker(maxs={q(0): 10, q(1): 20})
+    r = reader(b, startingOffsets="earliest")
+    start = r.initialOffset()
+    end = r.latestOffset(start, ReadAllAvailable())
+    assert end == js({q(0): 10, q(1): 20})
+    assert r.latestOffset(end, ReadAllAvailable()) == end
+    assert json.dumps(r.latestOffset(end, ReadAllAvailable())) == json.dumps(end)
+
+
+def test_latest_offset_is_cheap_when_idle():
+    b = Broker(maxs={q(0): 10})
+    clock = Clock()
+    r = reader(b, clock, startingOffsets="earliest")
+    start = r.latestOffset(r.initialOffset(), ReadAllAvailable())
+    b.calls.clear()
+    for _ in range(50):
+        r.latestOffset(start, ReadAllAvailable())
+    # one GetOffsets per call; the queue list and locks are refreshed only every 5 s
+    assert b.calls.count("get_offsets") == 50
+    assert b.calls.count("get_queues") == 0 and b.calls.count("lock") == 0
+    clock.now += 5.0
+    r.latestOffset(start, ReadAllAvailable())
+    assert b.calls.count("get_queues") == 1 and b.calls.count("lock") == 1
+
+
+def test_max_rows_spread_by_backlog():
+    b = Broker(maxs={q(0): 100, q(1): 300})
+    r = reader(b, startingOffsets="earliest", maxMessagesPerTrigger="40")
+    assert r.getDefaultReadLimit() == ReadMaxRows(40)
+    start = r.initialOffset()
+    assert r.latestOffset(start, ReadMaxRows(40)) == js({q(0): 10, q(1): 30})
+    # the engine may still ask for everything (e.g. to report), which must be honoured
+    assert r.latestOffset(start, ReadAllAvailable()) == js({q(0): 100, q(1): 300})
+
+
+def test_queue_locked_by_another_client_does_not_advance():
+    b = Broker(maxs={q(0): 10, q(1): 20}, held_by_other={q(1)})
+    r = reader(b, startingOffsets="earliest")
+    start = r.initialOffset()
+    end = r.latestOffset(start, ReadAllAvailable())
+    assert end == js({q(0): 10, q(1): 0})
+    parts = r.partitions(start, end)
+    assert parts == [RocketMQPartition(T, "broker-a", 0, 0, 10)]
+    r.stop()
+    assert b.unlocked == [("g", r.opts.lock_owner)]
+
+
+def test_concurrent_mode_takes_no_locks_and_reads_the_retry_topic():
+    retry = MessageQueue("%RETRY%g", "broker-a", 0)
+    b = Broker(maxs={q(0): 10, q(1): 20, retry: 3}, held_by_other={q(1)})
+    r = reader(b, startingOffsets="earliest", consumeMode="concurrent", minPartitions="4")
+    end = r.latestOffset(r.initialOffset(), ReadAllAvailable())
+    assert end == js({q(0): 10, q(1): 20, retry: 3})
+    assert "lock" not in b.calls
+    parts = r.partitions(r.initialOffset(), end)
+    assert sum(p.end - p.start for p in parts) == 33 and len(parts) >= 4
+    r.stop()
+    assert b.unlocked == []
+
+
+def test_new_queue_starts_at_earliest_and_vanished_queue_keeps_offset():
+    clock = Clock()
+    b = Broker(maxs={q(0): 10})
+    r = reader(b, clock, startingOffsets="latest")
+    start = r.initialOffset()
+    assert start == js({q(0): 10})
+    b.maxs[q(1)] = 7
+    b.mins[q(1)] = 2
+    assert r.latestOffset(start, ReadAllAvailable()) == start     # queue list still cached
+    clock.now += 10
+    end = r.latestOffset(start, ReadAllAvailable())
+    assert end == js({q(0): 10, q(1): 7})
+    assert r.partitions(start, end) == [RocketMQPartition(T, "broker-a", 1, 2, 7)]
+    del b.maxs[q(0)]                     # the route no longer lists queue 0
+    clock.now += 10
+    assert r.latestOffset(end, ReadAllAvailable()) == end
+
+
+def test_available_now_stops_at_the_target():
+    b = Broker(maxs={q(0): 10})
+    r = reader(b, startingOffsets="earliest")
+    start = r.initialOffset()
+    r.prepareForTriggerAvailableNow()
+    b.maxs[q(0)] = 50                    # produced after the trigger started
+    assert r.latestOffset(start, ReadAllAvailable()) == js({q(0): 10})
+    assert r.reportLatestOffset() == js({q(0): 50})
+
+
+@pytest.mark.parametrize("fail", ["true", "false"])
+def test_data_loss_below_min(fail):
+    b = Broker(maxs={q(0): 100}, mins={q(0): 40})
+    r = reader(b, failOnDataLoss=fail, maxMessagesPerTrigger="10")
+    start = js({q(0): 5})
+    if fail == "true":
+        with pytest.raises(DataLossError, match=r"orders/broker-a/0: offsets \[5, 40\)"):
+            r.latestOffset(start, ReadMaxRows(10))
+    else:
+        # skips forward: the limit counts from the first stored offset
+        assert r.latestOffset(start, ReadMaxRows(10)) == js({q(0): 50})
+
+
+def test_commit_writes_changed_offsets_only_in_clustering():
+    b = Broker(maxs={q(0): 10, q(1): 10})
+    r = reader(b)
+    r.commit(js({q(0): 3, q(1): 4}))
+    r.commit(js({q(0): 5, q(1): 4}))
+    assert b.commits == [{q(0): 3, q(1): 4}, {q(0): 5}]
+    b2 = Broker(maxs={q(0): 10})
+    reader(b2, commitOffsetsToBroker="false").commit(js({q(0): 3}))
+    reader(b2, messageModel="broadcasting").commit(js({q(0): 3}))
+    assert b2.commits == []
+
+
+def test_reader_pickles_without_state():
+    import pickle
+
+    b = Broker(maxs={q(0): 10})
+    r = reader(b, startingOffsets="earliest")
+    r.latestOffset(r.initialOffset(), ReadAllAvailable())
+    copy = pickle.loads(pickle.dumps(r))
+    assert copy.opts == r.opts and copy._granted is None
+
+
+def test_latest_offset_commits_its_start_which_spark_has_processed():
+    b = Broker(maxs={q(0): 10, q(1): 10})
+    r = reader(b, startingOffsets="earliest")
+    end = r.latestOffset(js({q(0): 2, q(1): 3}), ReadAllAvailable())
+    r.latestOffset(end, ReadAllAvailable())
+    r.latestOffset(end, ReadAllAvailable())     # idle: nothing new to commit
+    r.commit(end)                               # Spark's own commit of the same end
+    assert b.commits == [{q(0): 2, q(1): 3}, {q(0): 10, q(1): 10}]
+
+
+def test_failed_lock_call_holds_everything_back_until_a_retry_works():
+    from rocketmq_spark.errors import TransportError
+
+    clock = Clock()
+    b = Broker(maxs={q(0): 10})
+    r = reader(b, clock, startingOffsets="earliest")
+    start = r.initialOffset()
+    real_lock = b.lock
+    b.lock = lambda *a, **k: (_ for _ in ()).throw(TransportError("broker down"))
+    assert r.latestOffset(start, ReadAllAvailable()) == start
+    b.lock = real_lock
+    assert r.latestOffset(start, ReadAllAvailable()) == start        # retried after the interval
+    clock.now += 5
+    assert r.latestOffset(start, ReadAllAvailable()) == js({q(0): 10})
