@@ -6,12 +6,18 @@ queues; one daemon thread re-locks every registered set each ``interval`` second
 ``release`` removes them. Queues that another client holds are re-requested on every
 round, so they are taken over once that client's lock expires. Errors of one round are
 logged and retried on the next.
+
+A registration is a lease: its owner must call ``hold`` again within ``lease`` seconds
+(the Spark reader does every 20 s from a thread of its own). A driver killed without
+unlocking stops calling, the keeper stops renewing, and the broker expires the locks 60 s
+later, so another consumer of the group can take the queues over.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
@@ -21,6 +27,7 @@ from rocketmq_spark.sidecar.model import Cluster
 log = logging.getLogger(__name__)
 
 LOCK_RENEW_INTERVAL = 20.0
+LOCK_LEASE = 90.0       # seconds a registration lives without a fresh hold()
 
 # (cluster, group, owner, queues) -> queues granted
 LockFn = Callable[[Cluster, str, str, frozenset[MessageQueue]], frozenset[MessageQueue]]
@@ -34,11 +41,17 @@ class LockKey:
 
 
 class LockKeeper:
-    def __init__(self, lock_fn: LockFn, *, interval: float = LOCK_RENEW_INTERVAL) -> None:
+    def __init__(self, lock_fn: LockFn, *, interval: float = LOCK_RENEW_INTERVAL,
+                 lease: float = LOCK_LEASE, clock: Callable[[], float] = time.monotonic) -> None:
         if interval <= 0:
             raise ValueError(f"lock renew interval must be > 0, got {interval}")
+        if lease <= interval:
+            raise ValueError(f"lock lease ({lease}s) must exceed the renew interval ({interval}s)")
         self._lock_fn = lock_fn
         self.interval = interval
+        self.lease = lease
+        self._clock = clock
+        self._seen: dict[LockKey, float] = {}
         self._held: dict[LockKey, frozenset[MessageQueue]] = {}
         self._granted: dict[LockKey, frozenset[MessageQueue]] = {}
         self._mutex = threading.Lock()
@@ -57,6 +70,7 @@ class LockKeeper:
         with self._mutex:
             self._held[key] = self._held.get(key, frozenset()) | frozenset(queues)
             self._granted[key] = frozenset(granted)
+            self._seen[key] = self._clock()
             self._start_locked()
 
     def release(self, key: LockKey, queues: Iterable[MessageQueue] | None = None) -> frozenset[MessageQueue]:
@@ -70,12 +84,13 @@ class LockKeeper:
             else:
                 self._held.pop(key, None)
                 self._granted.pop(key, None)
+                self._seen.pop(key, None)
             return gone
 
     def release_all(self) -> dict[LockKey, frozenset[MessageQueue]]:
         """Stop renewing everything; returns what was registered."""
         with self._round, self._mutex:
-            held, self._held, self._granted = dict(self._held), {}, {}
+            held, self._held, self._granted, self._seen = dict(self._held), {}, {}, {}
             return held
 
     def held(self, key: LockKey) -> frozenset[MessageQueue]:
@@ -95,6 +110,14 @@ class LockKeeper:
 
     def _renew_round(self) -> None:
         with self._mutex:
+            now = self._clock()
+            for key in [k for k, seen in self._seen.items() if now - seen > self.lease]:
+                log.warning("group %s owner %s: no lock request for %.0f s, its %d queue locks are "
+                            "no longer renewed (the broker expires them)", key.group, key.owner,
+                            now - self._seen[key], len(self._held.get(key, ())))
+                self._held.pop(key, None)
+                self._granted.pop(key, None)
+                self._seen.pop(key, None)
             items = list(self._held.items())
         for key, queues in items:
             try:

@@ -20,7 +20,7 @@ from rocketmq_spark.errors import ConfigError
 from rocketmq_spark.remoting.message import PROP_UNIQ_KEY, HostPort, MessageExt, parse_offset_msg_id
 from rocketmq_spark.remoting.route import MessageQueue
 from rocketmq_spark.sidecar import arrow, offsets, send
-from rocketmq_spark.sidecar.locks import LOCK_RENEW_INTERVAL, LockKeeper, LockKey
+from rocketmq_spark.sidecar.locks import LOCK_LEASE, LOCK_RENEW_INTERVAL, LockKeeper, LockKey
 from rocketmq_spark.sidecar.model import (API_VERSION, Cluster, HealthInfo, Outgoing, PullSpec,
                                           SendBackItem)
 from rocketmq_spark.sidecar.pull import PullPolicy, read_range
@@ -55,7 +55,8 @@ class SidecarService:
         self._clients_mutex = threading.Lock()
         self._started = time.monotonic()
         self.pull_policy = pull_policy
-        self.locks = LockKeeper(self._lock_batch, interval=lock_interval)
+        self.locks = LockKeeper(self._lock_batch, interval=lock_interval,
+                                lease=max(LOCK_LEASE, 3 * lock_interval))
         # Queues each owner locked without keep_renewed, so "unlock all" finds them too.
         self._locked_once: dict[LockKey, set[MessageQueue]] = {}
         self._locks_mutex = threading.Lock()

@@ -53,6 +53,8 @@ from rocketmq_spark.spark.reader import read_partition
 
 __all__ = ["RocketMQStreamReader"]
 
+LEASE_RENEW_SECONDS = 20.0   # well inside the sidecar's lock lease (90 s)
+
 log = logging.getLogger(__name__)
 
 UNLOCK_TIMEOUT = 5.0     # seconds
@@ -77,6 +79,8 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._committed: QueueOffsetMap = {}
         self._commit_retry_at = 0.0
         self._sigterm_hooked = False
+        self._lease_stop = threading.Event()
+        self._lease_thread: threading.Thread | None = None
 
     # Spark pickles the reader to run read() on executors: only the options travel.
     def __getstate__(self) -> dict:
@@ -178,6 +182,7 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             log.warning("consumer group %s: locking its queues failed (retrying in %d ms): %s",
                         o.consumer_group, o.queue_refresh_ms, exc)
             self._granted = frozenset()
+        self._keep_lease()
         unlocked = frozenset(queues) - self._granted
         if unlocked != self._reported_unlocked:
             if unlocked:
@@ -189,6 +194,28 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                          o.lock_owner)
             self._reported_unlocked = unlocked
         return self._granted
+
+    def _keep_lease(self) -> None:
+        """The sidecar renews our locks only while we keep asking (a lease, so a driver
+        killed without unlocking frees its queues). Spark calls ``latestOffset`` only
+        between batches, and a batch can outlast the lease, so a thread asks every
+        ``LEASE_RENEW_SECONDS`` for as long as this reader lives."""
+        if self._lease_thread is not None:
+            return
+        o, cluster = self.opts, self.offset_reader.cluster
+
+        def renew() -> None:
+            while not self._lease_stop.wait(LEASE_RENEW_SECONDS):
+                queues = list(self._lock_key)
+                try:
+                    self._call(o.sidecar, lambda c: c.lock(
+                        cluster, o.consumer_group, o.lock_owner, queues, keep_renewed=True))
+                except Exception as exc:  # noqa: BLE001 - the next round retries
+                    log.warning("consumer group %s: renewing the lock lease failed: %s",
+                                o.consumer_group, exc)
+
+        self._lease_thread = threading.Thread(target=renew, name="rocketmq-lock-lease", daemon=True)
+        self._lease_thread.start()
 
     # ------------------------------------------------------------ planning and reading
 
@@ -229,6 +256,7 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._committed.update(changed)
 
     def stop(self) -> None:
+        self._lease_stop.set()
         if self.opts.uses_locks and self._granted is not None:
             self._granted = None
             o, cluster = self.opts, self.offset_reader.cluster

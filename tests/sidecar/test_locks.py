@@ -68,3 +68,29 @@ def test_a_failing_round_does_not_stop_renewal() -> None:
         assert keeper.granted(key) == frozenset(Q[:1])
     finally:
         keeper.close()
+
+
+def test_a_registration_whose_owner_stopped_asking_is_no_longer_renewed() -> None:
+    now = [1000.0]
+    rec = Recorder()
+    keeper = LockKeeper(rec, interval=20.0, lease=90.0, clock=lambda: now[0])
+    alive, dead = LockKey(C, "g", "alive"), LockKey(C, "g", "dead")
+    keeper.hold(alive, Q[:1])
+    keeper.hold(dead, Q[1:2])
+    now[0] += 60
+    keeper.renew_all()
+    assert {c[1] for c in rec.calls} == {"alive", "dead"}
+    keeper.hold(alive, Q[:1])           # the live owner renews its lease
+    now[0] += 60                        # the dead one is now 120 s silent
+    rec.calls.clear()
+    keeper.renew_all()
+    assert [c[1] for c in rec.calls] == ["alive"]
+    assert keeper.held(dead) == frozenset() and keeper.held(alive) == frozenset(Q[:1])
+    keeper.close()
+
+
+def test_lease_must_outlast_the_renew_interval() -> None:
+    import pytest
+
+    with pytest.raises(ValueError, match="lease"):
+        LockKeeper(Recorder(), interval=20.0, lease=10.0)
