@@ -14,8 +14,9 @@ import threading
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Sequence
 
+from rocketmq_spark.embedded.acl import AclValidator
 from rocketmq_spark.embedded.clients import ClientManager
 from rocketmq_spark.embedded.clock import Clock, SystemClock
 from rocketmq_spark.embedded.groups import SubscriptionGroupManager
@@ -46,7 +47,7 @@ class Broker:
     """One broker. What tests and tools may use besides ``start``/``stop``:
 
     ``name``, ``cluster``, ``addr`` ("ip:port" as routed), ``port``, ``root`` (its data
-    directory), ``clock``, ``flush``/``flush_sync``, ``acl_file``/``acl`` (ACL hook);
+    directory), ``clock``, ``flush``/``flush_sync``, ``acl_file``/``acl`` (``AclValidator`` or None);
     ``store`` (MessageStore: ``max_offset``, ``min_offset``, ``store_time``, ``get``,
     ``message_at``, ``delete_segments_before``, ``commitlog``), ``topics`` (TopicManager:
     ``get``, ``names``, ``put``, ``ensure``), ``groups`` (SubscriptionGroupManager),
@@ -73,9 +74,8 @@ class Broker:
         self.clock: Clock = clock or SystemClock()
         self.segment_size = segment_size
         self.acl_file = acl_file
-        # ACL hook: a validator with check(call) raising Refuse; built from acl_file by a
-        # later task. Until then the file is accepted and not enforced.
-        self.acl: Any = None
+        # ACL hook: check(call) raises Refuse for a request plain_acl.yml denies (acl.py).
+        self.acl: AclValidator | None = AclValidator.from_file(acl_file) if acl_file else None
         self._opaque = iter(range(1, 1 << 31))
         self._opaque_lock = threading.Lock()
         self._housekeeper: threading.Thread | None = None
@@ -121,8 +121,6 @@ class Broker:
             self._build()
         self._used = True
         self.root.mkdir(parents=True, exist_ok=True)
-        if self.acl_file:
-            log.warning("%s: ACL file %s accepted but not enforced yet", self.name, self.acl_file)
         meta_path = self.root / "broker.json"
         meta = read_json(meta_path, {}) or {}
         self.server.bind(self.requested_port, preferred=None if self.requested_port else meta.get("port"))
@@ -205,12 +203,14 @@ class Broker:
         SCHEDULE_TOPIC_XXXX (REAL_TOPIC/REAL_QID keep where it goes)."""
         if apply_delay:
             messages = [self._delayed(m) for m in messages]
+        started = time.monotonic()
         try:
             result = self.store.put(messages)
         except Exception:
             self.stats.put_failed += 1
             raise
-        self.stats.on_put(len(result.stored), sum(s.size for s in result.stored))
+        self.stats.on_put(len(result.stored), sum(s.size for s in result.stored),
+                          (time.monotonic() - started) * 1000)
         return result
 
     def _delayed(self, m: MessageExt) -> MessageExt:

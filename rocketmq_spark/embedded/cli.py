@@ -60,7 +60,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--flush", choices=("sync", "async"), default="sync",
                    help="sync: answer a send once it is fsynced (default); async: answer at once")
     p.add_argument("--acl", metavar="FILE", default=None,
-                   help="ACL file (plain_acl.yml); accepted and stored, not enforced yet")
+                   help="enforce this ACL file (Apache's plain_acl.yml format) on the brokers: requests "
+                        "must be signed by a configured account with the needed permissions")
     p.add_argument("--log-level", default="WARNING", choices=("DEBUG", "INFO", "WARNING", "ERROR"),
                    help="log level on stderr (default WARNING)")
     return p

@@ -8,7 +8,9 @@
 Brokers are named broker-a, broker-b, ... in cluster DefaultCluster, each on its own
 port (free ports; a broker reuses its previous port when it is free) and storing under
 ``<data_dir>/<broker name>/``. ``topics`` are created on every broker at start (existing
-ones keep their queue count unless it differs).
+ones keep their queue count unless it differs). With ``acl_file`` (Apache's
+``plain_acl.yml``, see ``embedded.acl``) every broker checks the signature and the
+permissions of each request; the NameServer answers everyone.
 """
 
 from __future__ import annotations

@@ -176,7 +176,8 @@ def encode_message(m: MessageExt) -> bytes:
     if m.store_host.is_v6:
         sys_flag |= MessageSysFlag.STOREHOST_V6
     topic = m.topic.encode("utf-8")
-    props = encode_properties(m.properties).encode("utf-8")
+    # A 4.9.8 broker stores the properties without the separator after the last pair.
+    props = encode_properties(m.properties).removesuffix(PROPERTY_SEP).encode("utf-8")
     if len(props) > 32767:
         raise LocalProtocolError("properties longer than 32767 bytes")
     magic = MAGIC_V2 if len(topic) > 127 else MAGIC_V1

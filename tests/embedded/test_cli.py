@@ -47,6 +47,7 @@ def test_defaults() -> None:
 
 
 def test_topics_and_brokers_from_the_command_line(tmp_path: Path) -> None:
+    (tmp_path / "acl.yml").write_text("accounts:\n  - accessKey: rocketmq2\n    secretKey: '12345678'\n")
     proc, ns = start_broker(tmp_path / "d", tmp_path / "log", "--brokers", "2", "--topic", "three:3",
                             "--topic", "dflt", "--default-queues", "2", "--acl", str(tmp_path / "acl.yml"))
     try:

@@ -7,7 +7,9 @@ as keys, section 4.2), because that is what the 4.9.8 broker sends.
 from __future__ import annotations
 
 import json
-import time
+import math
+import shutil
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rocketmq_spark.embedded.processors.base import Call, Refuse
@@ -138,12 +140,41 @@ def handle_consume_stats(broker: "Broker", call: Call) -> RemotingCommand:
 
 # ---------------------------------------------------------------- runtime
 
+def human_bytes(n: int) -> str:
+    """Java's ``MixAll.humanReadableByteCount(n, false)``: ``"0 B"``, ``"252.0 GiB"``."""
+    if n < 1024:
+        return f"{n} B"
+    exp = min(int(math.log(n) / math.log(1024)), 6)
+    return f"{n / 1024 ** exp:.1f} {'KMGTPE'[exp - 1]}iB"
+
+
+def disk_used_ratio(path: Path) -> float:
+    """``UtilAll.getDiskPartitionSpaceUsedPercent``: used / (used + usable), rounded up to 1/100."""
+    try:
+        usage = shutil.disk_usage(path)
+    except OSError:
+        return -1.0
+    used = usage.total - usage.free
+    entire = used + usage.free
+    if entire <= 0:
+        return -1.0
+    return (used * 100 // entire + (1 if used * 100 % entire else 0)) / 100
+
+
 def runtime_table(broker: "Broker") -> dict[str, str]:
     store, stats = broker.store, broker.stats
-    uptime = int(time.time() - broker.boot_ms / 1000)
+    uptime = max(broker.clock.now_ms() - broker.boot_ms, 0) // 1000
     d, rem = divmod(uptime, 86400)
     hh, rem = divmod(rem, 3600)
     mm, ss = divmod(rem, 60)
+    commitlog_dir = broker.root / "commitlog"
+    try:
+        disk = shutil.disk_usage(commitlog_dir)
+        capacity = f"Total : {human_bytes(disk.total)}, Free : {human_bytes(disk.free)}."
+    except OSError:
+        capacity = "Total : 0 B, Free : 0 B."
+    commitlog_ratio = str(disk_used_ratio(commitlog_dir))
+    found, miss = stats.found_tps(), stats.miss_tps()
     table = {
         "brokerVersionDesc": "V4_9_8", "brokerVersion": str(SERVER_VERSION),
         "bootTimestamp": str(broker.boot_ms),
@@ -151,19 +182,32 @@ def runtime_table(broker: "Broker") -> dict[str, str]:
         "msgPutTotalTodayNow": str(stats.put_total), "msgGetTotalTodayNow": str(stats.get_total),
         "msgPutTotalTodayMorning": "0", "msgGetTotalTodayMorning": "0",
         "msgPutTotalYesterdayMorning": "0", "msgGetTotalYesterdayMorning": "0",
-        "putTps": f"{stats.put_tps()} ", "getTotalTps": f"{stats.get_tps()} ",
-        "getFoundTps": f"{stats.get_tps()} ", "putMessageTimesTotal": str(stats.put_total),
+        "putTps": f"{stats.put_tps()} ", "getTotalTps": f"{found + miss} ",
+        "getFoundTps": f"{found} ", "getMissTps": f"{miss} ", "getTransferedTps": f"{stats.get_tps()} ",
+        "putMessageTimesTotal": str(stats.put_total),
         "putMessageSizeTotal": str(stats.put_bytes),
         "putMessageAverageSize": str(stats.put_bytes / stats.put_total if stats.put_total else 0.0),
         "putMessageFailedTimes": str(stats.put_failed),
+        "putMessageEntireTimeMax": str(stats.put_time_max_ms),
+        "putMessageDistributeTime": stats.put_distribution_text(),
+        "putLatency99": f"{stats.put_latency(0.99):.2f}", "putLatency999": f"{stats.put_latency(0.999):.2f}",
+        "getMessageEntireTimeMax": str(stats.get_time_max_ms),
         "commitLogMinOffset": str(store.commitlog.min_offset),
         "commitLogMaxOffset": str(store.commitlog.max_offset),
-        "remainHowManyDataToFlush": "0 B", "earliestMessageTimeStamp": "-1",
-        "dispatchBehindBytes": "0", "dispatchMaxBuffer": "0", "pageCacheLockTimeMills": "0",
-        "startAcceptSendRequestTimeStamp": "0",
+        "commitLogDirCapacity": capacity,
+        "commitLogDiskRatio": commitlog_ratio, f"commitLogDiskRatio_{commitlog_dir}": commitlog_ratio,
+        "consumeQueueDiskRatio": str(disk_used_ratio(broker.root / "consumequeue")),
+        "remainHowManyDataToFlush": human_bytes(max(store.commitlog.max_offset - store.commitlog.flushed_offset, 0)),
+        "remainTransientStoreBufferNumbs": "2147483647",  # Integer.MAX_VALUE: no transient store pool
+        "earliestMessageTimeStamp": "-1", "dispatchBehindBytes": "0", "dispatchMaxBuffer": "0",
+        "pageCacheLockTimeMills": "0", "startAcceptSendRequestTimeStamp": "0",
         "sendThreadPoolQueueSize": "0", "sendThreadPoolQueueCapacity": "10000",
+        "sendThreadPoolQueueHeadWaitTimeMills": "0",
         "pullThreadPoolQueueSize": "0", "pullThreadPoolQueueCapacity": "100000",
+        "pullThreadPoolQueueHeadWaitTimeMills": "0",
         "queryThreadPoolQueueSize": "0", "queryThreadPoolQueueCapacity": "20000",
+        "queryThreadPoolQueueHeadWaitTimeMills": "0",
+        "EndTransactionQueueSize": "0", "EndTransactionThreadPoolQueueCapacity": "100000",
     }
     for level, (done, top) in broker.schedule.progress().items():
         table[f"scheduleMessageOffset_{level}"] = f"{done},{top}"

@@ -85,7 +85,9 @@ def execute_pull(broker: "Broker", call: Call, h: PullMessageRequestHeader, *,
                      f"[{config.read_queue_nums}] consumer:[/{call.conn.remote_addr}]", EMPTY)
     codes = frozenset(java_string_hash(t) for t in _tags(broker, h))
     accept = codes.__contains__ if codes else None
+    started = time.monotonic()
     result = broker.store.get(h.topic, h.queue_id, h.queue_offset, h.max_msg_nums, accept)
+    broker.stats.on_pull(bool(result.messages), (time.monotonic() - started) * 1000)
     code = STATUS_CODES[result.status](h.queue_offset)
     ext = {"suggestWhichBrokerId": "0", "nextBeginOffset": str(result.next_begin_offset),
            "maxOffset": str(result.max_offset), "minOffset": str(result.min_offset)}
