@@ -3,13 +3,18 @@
 ``spark.readStream.format("rocketmq")`` and ``spark.read.format("rocketmq")`` (no
 registration needed once the package is installed: see ``pyspark_rocketmq``). The schema
 is fixed (``schema.SOURCE_SCHEMA_SPARK``); options are validated by ``options.parse`` when
-Spark asks for a reader. The sink goes in ``writer.py``; its ``writer`` / ``streamWriter``
-methods belong on this class next to ``reader`` / ``streamReader``.
+Spark asks for a reader.
+
+The sink, ``df.write.format("rocketmq")`` and ``df.writeStream.format("rocketmq")``, is in
+``writer.py``; its options (``sink_options.parse``) and the DataFrame's columns
+(``writer.check_schema``) are checked when Spark asks for a writer, on the driver, before
+any task runs.
 """
 
 from __future__ import annotations
 
-from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader
+from pyspark.sql.datasource import (DataSource, DataSourceReader, DataSourceStreamReader,
+                                    DataSourceStreamWriter, DataSourceWriter)
 from pyspark.sql.types import StructType
 
 from rocketmq_spark.errors import ConfigError
@@ -48,3 +53,22 @@ class RocketMQDataSource(DataSource):
 
         _check_schema(schema)
         return RocketMQStreamReader(options.parse(self.options, "stream"))
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        from rocketmq_spark.spark import sink_options
+        from rocketmq_spark.spark.writer import RocketMQWriter, check_schema
+
+        if overwrite:
+            raise ConfigError("the rocketmq sink only appends (RocketMQ cannot replace what a "
+                              "topic holds); write with mode('append')")
+        opts = sink_options.parse(self.options)
+        return RocketMQWriter(opts, check_schema(schema, opts.topic))
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        from rocketmq_spark.spark import sink_options
+        from rocketmq_spark.spark.writer import RocketMQStreamWriter, check_schema
+
+        # overwrite is Spark's complete output mode: every trigger sends the whole result
+        # table again, as the Kafka sink does.
+        opts = sink_options.parse(self.options)
+        return RocketMQStreamWriter(opts, check_schema(schema, opts.topic))

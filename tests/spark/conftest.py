@@ -1,71 +1,17 @@
-"""Fixtures of the Spark tests: exactly one local[2] SparkSession per test session, an
-embedded RocketMQ cluster, and an auto-started sidecar in a private temporary directory.
-
-``ROCKETMQ_SPARK_SIDECAR_DIR`` is set in ``os.environ`` before the SparkSession starts, so
-every Python worker Spark forks inherits it and finds the same sidecar. The sidecar the
-tests started is stopped by pid at the end.
+"""Fixtures of the Spark tests: an embedded RocketMQ cluster, a client on it and unique
+names. The one local[2] SparkSession (``spark``) and the auto-started sidecar in a private
+temporary directory (``sidecar_dir``) are session fixtures of tests/conftest.py, shared
+with the other Spark test packages (see tests/spark_session.py).
 """
 
 from __future__ import annotations
 
-import os
-import signal
-import sys
 import uuid
-from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable
 
 import pytest
 
-ENV_DIR = "ROCKETMQ_SPARK_SIDECAR_DIR"
-
-
-@pytest.fixture(scope="session")
-def sidecar_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    d = tmp_path_factory.mktemp("sidecar")
-    d.chmod(0o700)
-    old = os.environ.get(ENV_DIR)
-    os.environ[ENV_DIR] = str(d)
-    yield d
-    _stop_sidecar(d)
-    if old is None:
-        os.environ.pop(ENV_DIR, None)
-    else:
-        os.environ[ENV_DIR] = old
-
-
-def _stop_sidecar(d: Path) -> None:
-    sock = d / "sidecar.sock"
-    if not sock.exists():
-        return
-    from rocketmq_spark.errors import RocketMQError
-    from rocketmq_spark.sidecar.client import SidecarClient
-
-    try:
-        pid = SidecarClient(f"unix:{sock}").health(timeout=2).pid
-    except RocketMQError:
-        return
-    os.kill(pid, signal.SIGTERM)
-
-
-@pytest.fixture(scope="session")
-def spark(sidecar_dir: Path):  # type: ignore[no-untyped-def]
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
-
-    session = (SparkSession.builder.master("local[2]").appName("rocketmq-spark-tests")
-               .config("spark.ui.enabled", "false")
-               .config("spark.sql.shuffle.partitions", "2")
-               .config("spark.default.parallelism", "2")
-               .config("spark.sql.session.timeZone", "UTC")
-               .config("spark.python.worker.reuse", "true")
-               .config("spark.sql.streaming.stopGracefullyOnShutdown", "true")
-               .config("spark.driver.extraJavaOptions", "-Dlog4j2.level=WARN")
-               .getOrCreate())
-    session.sparkContext.setLogLevel("ERROR")
-    yield session
-    session.stop()
+from tests.spark_session import ENV_DIR  # noqa: F401 - where other conftests look for it
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,115 @@
+"""The sink's options (``df.write.format("rocketmq")``), parsed once into a frozen value.
+
+Like the source's (``options.py``), each option is looked up in a table (name -> parser,
+help); a bad value raises :class:`ConfigError` naming the option and what it accepts, and
+an unknown option (a source-only option such as ``consumerGroup``, or a typo) is an error.
+The parsers of options shared with the source (``nameServer``, ``sidecar``, ``accessKey``,
+``secretKey``) are the source's own, so both accept exactly the same values.
+
+Secrets (``accessKey``, ``secretKey``) never appear in ``repr``, in errors or in logs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+from rocketmq_spark.errors import ConfigError
+from rocketmq_spark.sidecar import Cluster
+from rocketmq_spark.spark import options as source_options
+
+__all__ = ["SinkOptions", "parse", "SINK_OPTIONS", "DEFAULT_BATCH_SIZE", "MAX_BATCH_SIZE"]
+
+DEFAULT_BATCH_SIZE = 256     # messages per Send call to the sidecar
+MAX_BATCH_SIZE = 8192
+
+
+@dataclass(frozen=True)
+class SinkOptions:
+    name_server: str
+    topic: str | None                # None: every row names its topic (the `topic` column)
+    producer_group: str | None       # None: the sidecar's default producer group
+    sidecar: str
+    batch_size: int
+    access_key: str | None = field(default=None, repr=False)
+    secret_key: str | None = field(default=None, repr=False)
+
+    @property
+    def cluster(self) -> Cluster:
+        return Cluster(self.name_server, self.access_key, self.secret_key)
+
+
+def _one_topic(name: str, raw: str) -> str:
+    topics = source_options.OPTIONS["topic"].parse(name, raw)
+    if len(topics) != 1:
+        raise ConfigError(f"option {name!r}: {raw!r} names {len(topics)} topics; the sink writes "
+                          f"to one (give each row its own with a 'topic' column)")
+    return topics[0]
+
+
+def _batch_size(name: str, raw: str) -> int:
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        raise ConfigError(f"option {name!r}: {raw!r} is not an integer") from None
+    if not 1 <= value <= MAX_BATCH_SIZE:
+        raise ConfigError(f"option {name!r}: {value} must be between 1 and {MAX_BATCH_SIZE}")
+    return value
+
+
+def _shared(name: str) -> Callable[[str, str], Any]:
+    return source_options.OPTIONS[name.lower()].parse
+
+
+@dataclass(frozen=True)
+class SinkOptionSpec:
+    name: str                                  # canonical spelling, used in errors
+    parse: Callable[[str, str], Any]
+    help: str
+
+
+SINK_OPTIONS: dict[str, SinkOptionSpec] = {s.name.lower(): s for s in [
+    SinkOptionSpec("nameServer", _shared("nameServer"),
+                   "required: host:port of the NameServer(s), ';'-separated"),
+    SinkOptionSpec("topic", _one_topic, "the topic of rows whose 'topic' column is absent or null"),
+    SinkOptionSpec("producerGroup", source_options.OPTIONS["consumergroup"].parse,
+                   "producer group named in send requests (default: the sidecar's)"),
+    SinkOptionSpec("sidecar", _shared("sidecar"), "auto (default) | host:port | unix:/path"),
+    SinkOptionSpec("batchSize", _batch_size,
+                   f"messages per Send call to the sidecar (default {DEFAULT_BATCH_SIZE})"),
+    SinkOptionSpec("accessKey", _shared("accessKey"), "ACL access key"),
+    SinkOptionSpec("secretKey", _shared("secretKey"), "ACL secret key"),
+]}
+
+# Options Spark itself passes to a sink along with the user's.
+_IGNORED = frozenset({"path", "checkpointlocation"})
+
+
+def parse(options: Mapping[str, str]) -> SinkOptions:
+    """Spark's options (any key case) -> :class:`SinkOptions`; ConfigError naming the option."""
+    values: dict[str, Any] = {}
+    for key, raw in options.items():
+        lowered = str(key).lower()
+        if lowered in _IGNORED:
+            continue
+        spec = SINK_OPTIONS.get(lowered)
+        if spec is None:
+            raise ConfigError(f"unknown option {key!r} for the rocketmq sink; known options: "
+                              f"{', '.join(s.name for s in SINK_OPTIONS.values())}")
+        if raw is None:
+            raise ConfigError(f"option {spec.name!r} has no value")
+        values[lowered] = spec.parse(spec.name, str(raw))
+
+    if "nameserver" not in values:
+        raise ConfigError(f"option 'nameServer' is required ({SINK_OPTIONS['nameserver'].help})")
+    if ("accesskey" in values) != ("secretkey" in values):
+        raise ConfigError("options 'accessKey' and 'secretKey' must be set together")
+    return SinkOptions(
+        name_server=values["nameserver"],
+        topic=values.get("topic"),
+        producer_group=values.get("producergroup"),
+        sidecar=values.get("sidecar", "auto"),
+        batch_size=values.get("batchsize", DEFAULT_BATCH_SIZE),
+        access_key=values.get("accesskey"),
+        secret_key=values.get("secretkey"),
+    )
