@@ -60,5 +60,32 @@ class BrokerError(RocketMQError):
         super().__init__(f"{response_name(code)} ({code}){req}{where}: {self.remark}")
 
 
+class AclError(BrokerError):
+    """The broker refused the request's credentials (ACL): options accessKey / secretKey."""
+
+    def __init__(self, cause: BrokerError) -> None:
+        super().__init__(cause.code, cause.remark, request_code=cause.request_code,
+                         address=cause.address)
+        self.args = (f"options 'accessKey'/'secretKey': the broker refused the credentials: "
+                     f"{cause}",)
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+    def __reduce__(self):  # type: ignore[no-untyped-def]
+        return (_acl_error, (self.code, self.remark, self.request_code, self.address))
+
+
+def _acl_error(code: int, remark: str, request_code: int | None, address: str | None) -> "AclError":
+    return AclError(BrokerError(code, remark, request_code=request_code, address=address))
+
+
+def as_acl_error(exc: BrokerError) -> BrokerError:
+    """Apache answers every ACL refusal with SYSTEM_ERROR and an AclException remark."""
+    if isinstance(exc, AclError) or "AclException" not in exc.remark:
+        return exc
+    return AclError(exc)
+
+
 class ConfigError(RocketMQError, ValueError):
     """A user-facing option has a bad value; the message names the option."""

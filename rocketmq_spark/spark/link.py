@@ -12,6 +12,7 @@ import os
 import threading
 from typing import Callable, TypeVar
 
+from rocketmq_spark.errors import BrokerError, as_acl_error
 from rocketmq_spark.sidecar import Cluster, SidecarClient, SidecarUnavailable, connect
 from rocketmq_spark.spark.options import SourceOptions
 
@@ -42,12 +43,19 @@ def forget(sidecar: str) -> None:
 
 
 def call(sidecar: str, fn: Callable[[SidecarClient], T]) -> T:
-    """``fn(client)``, reconnecting once if the sidecar is unreachable."""
+    """``fn(client)``, reconnecting once if the sidecar is unreachable. A broker's ACL
+    refusal becomes an ``AclError`` naming the accessKey/secretKey options."""
     try:
-        return fn(client(sidecar))
-    except SidecarUnavailable:
-        forget(sidecar)
-        return fn(client(sidecar))
+        try:
+            return fn(client(sidecar))
+        except SidecarUnavailable:
+            forget(sidecar)
+            return fn(client(sidecar))
+    except BrokerError as exc:
+        converted = as_acl_error(exc)
+        if converted is exc:
+            raise
+        raise converted from None
 
 
 def with_timeout(c: T, seconds: float) -> T:
