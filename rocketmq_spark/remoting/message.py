@@ -9,6 +9,7 @@ Everything here is pure: bytes in, frozen values out.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import struct
 import zlib
@@ -73,11 +74,16 @@ class HostPort:
         return cls(host.strip("[]"), int(port))
 
     def packed(self) -> bytes:
-        return ipaddress.ip_address(self.host).packed + struct.pack(">i", self.port)
+        return _packed(self.host, self.port)
 
     @property
     def is_v6(self) -> bool:
-        return ipaddress.ip_address(self.host).version == 6
+        return len(_packed(self.host, self.port)) == 20
+
+
+@functools.lru_cache(maxsize=1024)
+def _packed(host: str, port: int) -> bytes:
+    return ipaddress.ip_address(host).packed + struct.pack(">i", port)
 
 
 def offset_msg_id(store: HostPort, commit_log_offset: int) -> str:
@@ -193,13 +199,18 @@ def encode_message(m: MessageExt) -> bytes:
     return head + born + tail
 
 
+@functools.lru_cache(maxsize=1024)
+def _host_of(raw: bytes) -> HostPort:
+    """ip + port bytes -> HostPort; cached: a pull body repeats a handful of hosts."""
+    (port,) = struct.unpack_from(">i", raw, len(raw) - 4)
+    return HostPort(str(ipaddress.ip_address(raw[:-4])), port)
+
+
 def _host(data: bytes, pos: int, v6: bool) -> tuple[HostPort, int]:
-    n = 16 if v6 else 4
-    if pos + n + 4 > len(data):
+    n = (16 if v6 else 4) + 4
+    if pos + n > len(data):
         raise RemoteProtocolError("stored message truncated in a host field")
-    host = str(ipaddress.ip_address(data[pos:pos + n]))
-    (port,) = struct.unpack_from(">i", data, pos + n)
-    return HostPort(host, port), pos + n + 4
+    return _host_of(bytes(data[pos:pos + n])), pos + n
 
 
 def decode_message(data: bytes, pos: int = 0) -> tuple[MessageExt, int]:
