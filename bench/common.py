@@ -72,3 +72,181 @@ def _fmt(v: object) -> str:
 
 def env_int(name: str, default: int) -> int:
     return int(os.environ.get(name, default))
+
+
+# ------------------------------------------------------------------ restartable broker
+
+def free_port() -> int:
+    """A TCP port nothing listens on right now (for a NameServer that must keep its port
+    across restarts)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class BrokerProcess:
+    """``rocketmq-spark broker`` as a subprocess on a fixed data directory and NameServer
+    port, which can be killed (SIGKILL) and started again on the same data: the brokers
+    reuse their previous ports, so clients find everything where it was.
+
+        b = BrokerProcess(data_dir, topics=("orders:4",)).start()
+        b.namesrv_addr ... b.kill() ... b.start() ... b.stop()
+    """
+
+    def __init__(self, data_dir: str | Path, *, namesrv_port: int | None = None,
+                 topics: tuple[str, ...] = (), flush: str = "async", brokers: int = 1,
+                 log: str | Path | None = None) -> None:
+        self.data_dir = Path(data_dir)
+        self.port = namesrv_port or free_port()
+        self.topics, self.flush, self.brokers = topics, flush, brokers
+        self.log = Path(log) if log else self.data_dir.with_name(self.data_dir.name + ".log")
+        self.proc: subprocess.Popen | None = None
+        self.starts = 0
+        self.broker_addrs: dict[str, str] = {}      # broker name -> address, once started
+
+    @property
+    def namesrv_addr(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def pid(self) -> int | None:
+        return None if self.proc is None else self.proc.pid
+
+    def start(self, timeout: float = 60.0) -> "BrokerProcess":
+        if self.proc is not None and self.proc.poll() is None:
+            return self
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        args = [sys.executable, "-m", "rocketmq_spark.cli", "broker", "--namesrv-port", str(self.port),
+                "--data-dir", str(self.data_dir), "--flush", self.flush, "--brokers", str(self.brokers)]
+        for t in self.topics:
+            args += ["--topic", t]
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+        deadline = time.monotonic() + timeout
+        while True:
+            with open(self.log, "ab") as out:
+                self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=out, text=True,
+                                             cwd=ROOT, env=env, start_new_session=True)
+            assert self.proc.stdout is not None
+            line = self.proc.stdout.readline()       # the ready line, or "" when it exited
+            if "nameServer=" in line:
+                self.starts += 1
+                self.broker_addrs = dict(w.split("=", 1) for w in line.split()
+                                         if w.startswith("broker-") and "=" in w)
+                return self
+            self.proc.wait()
+            # the port may still be held for a moment by the process killed just before
+            if time.monotonic() >= deadline:
+                raise RuntimeError(f"the broker did not start on {self.namesrv_addr} within "
+                                   f"{timeout:g} s; see {self.log}")
+            time.sleep(0.2)
+
+    def kill(self) -> None:
+        """SIGKILL: no shutdown hook runs, as when a machine dies."""
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+    def __enter__(self) -> "BrokerProcess":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+# ------------------------------------------------------------------ Spark checkpoints and file sinks
+
+def file_sink_files(path: str | Path) -> list[Path]:
+    """The data files a Spark streaming file sink committed: those its ``_spark_metadata``
+    log lists (what ``spark.read`` sees), not leftovers of failed tasks or of a batch the
+    driver died in."""
+    import json
+
+    log_dir = Path(path) / "_spark_metadata"
+    entries: dict[int, Path] = {}
+    compact = -1
+    for p in log_dir.iterdir() if log_dir.is_dir() else ():
+        name = p.name
+        if name.endswith(".compact") and name[:-8].isdigit():
+            compact = max(compact, int(name[:-8]))
+            entries[int(name[:-8])] = p
+        elif name.isdigit():
+            entries.setdefault(int(name), p)
+    files: dict[str, bool] = {}
+    for batch in sorted(b for b in entries if b >= compact):
+        for line in entries[batch].read_text().splitlines()[1:]:     # after the version line
+            if line.strip():
+                status = json.loads(line)
+                files[status["path"]] = status.get("action", "add") == "add"
+    return [Path(p.removeprefix("file://").removeprefix("file:")) for p, added in sorted(files.items())
+            if added]
+
+
+def read_file_sink(path: str | Path, columns: list[str] | None = None):  # type: ignore[no-untyped-def]
+    """The rows a Spark streaming file sink committed (``file_sink_files``), as one pyarrow
+    Table."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    tables = [pq.read_table(f, columns=columns) for f in file_sink_files(path)]
+    if not tables:
+        return pa.table({c: [] for c in columns or []})
+    return pa.concat_tables(tables)
+
+
+def committed_batches(checkpoint: str | Path) -> list[int]:
+    """Ids of the batches a checkpoint marks done (``commits/N``), ascending."""
+    d = Path(checkpoint) / "commits"
+    return sorted(int(p.name) for p in d.iterdir() if p.name.isdigit()) if d.is_dir() else []
+
+
+def batch_end_offsets(checkpoint: str | Path, batch_id: int) -> dict[tuple[str, str, int], int]:
+    """The rocketmq source's end offsets of batch ``batch_id``: (topic, broker, queue id) ->
+    next offset to read. ``offsets/N`` holds a version line, a metadata line and one line
+    per source."""
+    import json
+
+    lines = (Path(checkpoint) / "offsets" / str(batch_id)).read_text().splitlines()
+    out: dict[tuple[str, str, int], int] = {}
+    for topic, brokers in json.loads(lines[2]).items():
+        for broker, queues in brokers.items():
+            for qid, off in queues.items():
+                out[(topic, broker, int(qid))] = int(off)
+    return out
+
+
+def committed_end(checkpoint: str | Path) -> dict[tuple[str, str, int], int]:
+    """End offsets of the last batch the checkpoint marks done ({} before the first)."""
+    done = committed_batches(checkpoint)
+    return batch_end_offsets(checkpoint, done[-1]) if done else {}
+
+
+# ------------------------------------------------------------------ auto-started sidecars
+
+def sidecar_pid(runtime_dir: str | Path, timeout: float = 2.0) -> int | None:
+    """Pid of the sidecar answering Health on ``runtime_dir/sidecar.sock``, or None."""
+    from rocketmq_spark.errors import RocketMQError
+    from rocketmq_spark.sidecar.client import SidecarClient
+
+    import grpc
+
+    sock = Path(runtime_dir) / "sidecar.sock"
+    if not sock.exists():
+        return None
+    channel = grpc.insecure_channel(f"unix:{sock}")   # its own: a probe, not the shared one
+    try:
+        return SidecarClient(f"unix:{sock}", channel=channel).health(timeout=timeout).pid
+    except RocketMQError:
+        return None
+    finally:
+        channel.close()

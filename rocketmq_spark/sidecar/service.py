@@ -13,6 +13,8 @@ import threading
 import time
 from typing import Callable, Iterable, Iterator, Mapping, Sequence
 
+import pyarrow as pa
+
 import rocketmq_spark
 from rocketmq_spark.client import ClientConfig, MQClient
 from rocketmq_spark.client.mqclient import DEFAULT_PRODUCER_GROUP
@@ -22,7 +24,7 @@ from rocketmq_spark.remoting.route import MessageQueue
 from rocketmq_spark.sidecar import arrow, offsets, send
 from rocketmq_spark.sidecar.locks import LOCK_LEASE, LOCK_RENEW_INTERVAL, LockKeeper, LockKey
 from rocketmq_spark.sidecar.model import (API_VERSION, Cluster, HealthInfo, Outgoing, PullSpec,
-                                          SendBackItem)
+                                          SendBackItem, queue_name)
 from rocketmq_spark.sidecar.pull import PullPolicy, read_range
 from rocketmq_spark.structs import QueueOffsets, SendResult
 
@@ -60,6 +62,10 @@ class SidecarService:
         # Queues each owner locked without keep_renewed, so "unlock all" finds them too.
         self._locked_once: dict[LockKey, set[MessageQueue]] = {}
         self._locks_mutex = threading.Lock()
+        # Pull ranges read to their end, and their rows (observability: logs, tests).
+        self.pulls_served = 0
+        self.rows_served = 0
+        self._served_mutex = threading.Lock()
 
     # ------------------------------------------------------------ clients
 
@@ -150,7 +156,20 @@ class SidecarService:
         batches = (arrow.messages_to_batch(ms, broker=spec.queue.broker_name,
                                            restore_retry_topic_of=spec.restore_retry_topic_of)
                    for ms in arrow.rebatch(groups, max_rows=spec.max_rows_per_batch))
-        return arrow.ipc_chunks(batches)
+        return arrow.ipc_chunks(self._served(spec, batches))
+
+    def _served(self, spec: PullSpec, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        """Pass ``batches`` through; once the range is read whole, count it and log one line
+        (which sidecar served which reads is what a deployment's logs must show)."""
+        rows = 0
+        for batch in batches:
+            rows += batch.num_rows
+            yield batch
+        with self._served_mutex:
+            self.pulls_served += 1
+            self.rows_served += rows
+        log.info("served pull %s [%d, %d) group %s: %d rows", queue_name(spec.queue), spec.start,
+                 spec.end, spec.group, rows)
 
     def commit_offsets(self, cluster: Cluster, group: str, positions: Mapping[MessageQueue, int]) -> None:
         _require(group, "consumer_group")
