@@ -73,24 +73,30 @@ def main(argv: list[str] | None = None) -> int:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     topics = {name: queues or args.default_queues for name, queues in args.topic}
     # Block the stop signals before any thread starts, then wait for one synchronously.
+    # The old mask comes back on every way out: main() also runs inside other processes
+    # (tests), whose later children would otherwise inherit blocked SIGTERM/SIGINT.
     stop_signals = {signal.SIGTERM, signal.SIGINT}
-    signal.pthread_sigmask(signal.SIG_BLOCK, stop_signals)
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, stop_signals)
     try:
-        cluster = EmbeddedCluster(Path(args.data_dir), brokers=args.brokers, namesrv_port=args.namesrv_port,
-                                  host=args.host, default_queues=args.default_queues, topics=topics,
-                                  flush=args.flush, acl_file=args.acl)
-        cluster.start()
-    except (ConfigError, OSError, RuntimeError) as exc:
-        print(f"rocketmq-spark broker: cannot start: {exc}", file=sys.stderr)
-        return 1
-    brokers = " ".join(f"{name}={addr}" for name, addr in cluster.broker_addrs.items())
-    print(f"rocketmq-spark broker: nameServer={cluster.namesrv_addr} {brokers} "
-          f"dataDir={Path(args.data_dir).resolve()}", flush=True)
-    try:
-        signal.sigwait(stop_signals)
+        try:
+            cluster = EmbeddedCluster(Path(args.data_dir), brokers=args.brokers,
+                                      namesrv_port=args.namesrv_port, host=args.host,
+                                      default_queues=args.default_queues, topics=topics,
+                                      flush=args.flush, acl_file=args.acl)
+            cluster.start()
+        except (ConfigError, OSError, RuntimeError) as exc:
+            print(f"rocketmq-spark broker: cannot start: {exc}", file=sys.stderr)
+            return 1
+        brokers = " ".join(f"{name}={addr}" for name, addr in cluster.broker_addrs.items())
+        print(f"rocketmq-spark broker: nameServer={cluster.namesrv_addr} {brokers} "
+              f"dataDir={Path(args.data_dir).resolve()}", flush=True)
+        try:
+            signal.sigwait(stop_signals)
+        finally:
+            cluster.stop()
+        return 0
     finally:
-        cluster.stop()
-    return 0
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 if __name__ == "__main__":

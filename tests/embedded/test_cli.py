@@ -70,3 +70,11 @@ def test_busy_namesrv_port_exits_1(tmp_path: Path) -> None:
         done = subprocess.run([sys.executable, "-m", "rocketmq_spark.cli", "broker", "--namesrv-port", str(port),
                                "--data-dir", str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert done.returncode == 1 and "cannot start" in done.stderr and "nameServer=" not in done.stdout
+
+
+def test_main_leaves_the_callers_signal_mask_as_it_was(tmp_path) -> None:
+    import signal
+
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, set())
+    assert main(["--data-dir", str(tmp_path), "--namesrv-port", "0", "--acl", str(tmp_path / "missing.yml")]) != 0
+    assert signal.pthread_sigmask(signal.SIG_BLOCK, set()) == before
