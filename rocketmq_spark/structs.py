@@ -54,6 +54,9 @@ class PullResult:
     max_offset: int
     messages: tuple[MessageExt, ...] = ()
     suggest_which_broker_id: int = 0
+    # the FOUND body as received, when the caller asked for it undecoded (``decode=False``):
+    # then ``messages`` stays empty and the broker's tag-hash filter is all that was applied
+    raw_body: bytes = field(default=b"", repr=False)
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ from rocketmq_spark.client.calls import check, request
 from rocketmq_spark.client.config import ClientConfig
 from rocketmq_spark.client.ids import UniqIdGenerator
 from rocketmq_spark.client.routes import NameServers, RouteCache
-from rocketmq_spark.client.transport import RequestHandler, Transport
+from rocketmq_spark.client.transport import PendingCall, RequestHandler, Transport
 from rocketmq_spark.errors import BrokerError, ConfigError, RequestTimeout, TransportError
 from rocketmq_spark.remoting.bodies import (
     ConsumeStats, ConsumerData, HeartbeatData, LockBatchBody, decode_consumer_list,
@@ -244,18 +244,22 @@ class MQClient:
 
     def pull(self, queue: MessageQueue, offset: int, *, group: str, max_nums: int = 32,
              expression: str = "*", commit_offset: int | None = None, suspend_ms: int = 0,
-             timeout: float | None = None) -> PullResult:
+             timeout: float | None = None, decode: bool = True) -> PullResult:
+        return self.pull_async(queue, offset, group=group, max_nums=max_nums, expression=expression,
+                               commit_offset=commit_offset, suspend_ms=suspend_ms, timeout=timeout,
+                               decode=decode).result()
+
+    def pull_async(self, queue: MessageQueue, offset: int, *, group: str, max_nums: int = 32,
+                   expression: str = "*", commit_offset: int | None = None, suspend_ms: int = 0,
+                   timeout: float | None = None, decode: bool = True) -> "PendingPull":
+        """``pull`` sent now, answered later: several pulls of a queue can be in flight."""
         broker_id, addr = self._pull_address(queue)
         cmd = pull_codec.pull_request(queue, offset, group=group, max_nums=max_nums,
                                       expression=expression, commit_offset=commit_offset,
                                       suspend_ms=suspend_ms, allow_commit=broker_id == MASTER_ID)
         if timeout is None:
             timeout = pull_codec.pull_timeout(suspend_ms, self.config.request_timeout)
-        response = self._transport.invoke(addr, cmd, timeout)
-        result = pull_codec.pull_result(response, expression=expression, address=addr)
-        with self._lock:
-            self._pull_broker_id[queue] = result.suggest_which_broker_id
-        return result
+        return PendingPull(self, queue, self._transport.submit(addr, cmd, timeout), expression, addr, decode)
 
     def _pull_address(self, queue: MessageQueue) -> tuple[int, str]:
         """The broker the last answer suggested for this queue if the route knows it,
@@ -501,3 +505,23 @@ class MQClient:
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
+
+
+class PendingPull:
+    """A pull in flight (``MQClient.pull_async``)."""
+
+    def __init__(self, client: MQClient, queue: MessageQueue, call: PendingCall, expression: str,
+                 address: str, decode: bool) -> None:
+        self._client, self._queue, self._call = client, queue, call
+        self._expression, self._address, self._decode = expression, address, decode
+
+    def result(self) -> PullResult:
+        response = self._call.result()
+        result = pull_codec.pull_result(response, expression=self._expression, address=self._address,
+                                        decode=self._decode)
+        with self._client._lock:
+            self._client._pull_broker_id[self._queue] = result.suggest_which_broker_id
+        return result
+
+    def cancel(self) -> None:
+        self._call.cancel()

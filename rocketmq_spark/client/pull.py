@@ -60,13 +60,20 @@ def filter_tags(messages: list[MessageExt], tags: frozenset[str]) -> tuple[Messa
     return tuple(m for m in messages if m.tags in tags)
 
 
-def pull_result(response: RemotingCommand, *, expression: str, address: str) -> PullResult:
+def pull_result(response: RemotingCommand, *, expression: str, address: str,
+                decode: bool = True) -> PullResult:
+    """The typed answer; with ``decode=False`` a FOUND body is handed over as received
+    (``raw_body``), for callers that decode it themselves (the sidecar's columnar path)."""
     check(response, RequestCode.PULL_MESSAGE, address, ok=PULL_STATUS)
     h = PullMessageResponseHeader.from_ext(response.ext)
     status = PULL_STATUS[response.code]
     messages: tuple[MessageExt, ...] = ()
+    raw = b""
     if status is PullStatus.FOUND and response.body:
-        messages = filter_tags(decode_messages(response.body), parse_subscription(expression))
+        if decode:
+            messages = filter_tags(decode_messages(response.body), parse_subscription(expression))
+        else:
+            raw = bytes(response.body)
     return PullResult(status=status, next_begin_offset=h.next_begin_offset,
                       min_offset=h.min_offset, max_offset=h.max_offset, messages=messages,
-                      suggest_which_broker_id=h.suggest_which_broker_id)
+                      suggest_which_broker_id=h.suggest_which_broker_id, raw_body=raw)

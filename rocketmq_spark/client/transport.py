@@ -189,6 +189,27 @@ class Connection:
         self._on_close(self)
 
 
+class PendingCall:
+    """A request written to a connection, its answer still to come."""
+
+    def __init__(self, fut: "Future[RemotingCommand]", conn: Connection, opaque: int, address: str,
+                 code: int, timeout: float, deadline: float) -> None:
+        self._fut, self._conn, self._opaque = fut, conn, opaque
+        self._address, self._code, self._timeout, self._deadline = address, code, timeout, deadline
+
+    def result(self) -> RemotingCommand:
+        try:
+            return self._fut.result(timeout=max(self._deadline - time.monotonic(), 0.0))
+        except FutureTimeout:
+            self._conn.forget(self._opaque)
+            raise RequestTimeout(f"no answer from {self._address} to request code {self._code} "
+                                 f"within {self._timeout:.3g} s") from None
+
+    def cancel(self) -> None:
+        """Nobody wants the answer any more: drop it when it comes."""
+        self._conn.forget(self._opaque)
+
+
 class Transport:
     """A pool of connections, one per address, shared by every thread of the process."""
 
@@ -211,6 +232,11 @@ class Transport:
 
     def invoke(self, address: str, cmd: RemotingCommand, timeout: float) -> RemotingCommand:
         """Send ``cmd`` and wait up to ``timeout`` seconds for its answer."""
+        return self.submit(address, cmd, timeout).result()
+
+    def submit(self, address: str, cmd: RemotingCommand, timeout: float) -> "PendingCall":
+        """Send ``cmd`` now and return at once; ``result()`` waits for the answer until
+        ``timeout`` seconds after this call (several calls may be in flight on a connection)."""
         if timeout <= 0:
             raise ValueError(f"timeout must be positive, got {timeout}")
         deadline = time.monotonic() + timeout
@@ -225,12 +251,7 @@ class Transport:
                     continue
                 raise TransportError(str(exc)) from None
             assert fut is not None
-            try:
-                return fut.result(timeout=max(deadline - time.monotonic(), 0.0))
-            except FutureTimeout:
-                conn.forget(sent.opaque)
-                raise RequestTimeout(f"no answer from {address} to request code {cmd.code} "
-                                     f"within {timeout:.3g} s") from None
+            return PendingCall(fut, conn, sent.opaque, address, cmd.code, timeout, deadline)
         raise AssertionError("unreachable")
 
     def invoke_oneway(self, address: str, cmd: RemotingCommand, timeout: float) -> None:

@@ -79,7 +79,7 @@ def response_to(request: RemotingCommand, code: int, *, remark: str | None = Non
 def _encode_json_header(cmd: RemotingCommand) -> bytes:
     obj: dict[str, Any] = {"code": cmd.code}
     if cmd.ext_fields is not None:
-        obj["extFields"] = {k: _ext_str(v) for k, v in cmd.ext_fields.items()}
+        obj["extFields"] = {k: v if type(v) is str else _ext_str(v) for k, v in cmd.ext_fields.items()}
     obj["flag"] = cmd.flag
     obj["language"] = cmd.language
     obj["opaque"] = cmd.opaque
@@ -144,7 +144,7 @@ def _decode_json_header(data: bytes, body: bytes) -> RemotingCommand:
     if ext is not None:
         if not isinstance(ext, dict):
             raise RemoteProtocolError("extFields is not an object")
-        ext = {str(k): _ext_str(v) for k, v in ext.items() if v is not None}
+        ext = {str(k): v if type(v) is str else _ext_str(v) for k, v in ext.items() if v is not None}
     language = obj.get("language", "JAVA")
     if isinstance(language, int) and 0 <= language < len(LANGUAGES):
         language = LANGUAGES[language]

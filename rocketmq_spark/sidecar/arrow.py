@@ -83,23 +83,6 @@ def messages_to_batch(messages: Sequence[MessageExt], *, broker: str,
     return pa.RecordBatch.from_arrays(columns, schema=SOURCE_SCHEMA)
 
 
-def rebatch(groups: Iterable[Sequence[MessageExt]], *, max_rows: int,
-            max_bytes: int = 16 << 20) -> Iterator[list[MessageExt]]:
-    """Regroup pulled message lists into lists of at most ``max_rows`` messages (fewer when
-    their bodies pass ``max_bytes``), emitting each as soon as it is full."""
-    buf: list[MessageExt] = []
-    size = 0
-    for group in groups:
-        for m in group:
-            buf.append(m)
-            size += len(m.body)
-            if len(buf) >= max_rows or size >= max_bytes:
-                yield buf
-                buf, size = [], 0
-    if buf:
-        yield buf
-
-
 class _Sink:
     """A write-only file object collecting what the IPC writer writes, taken chunk by chunk."""
 

@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable, Iterator, Protocol
 
 from rocketmq_spark.errors import RemoteProtocolError, RequestTimeout
 from rocketmq_spark.sidecar.errors import DataLossError
 from rocketmq_spark.sidecar.model import PullSpec, queue_name
-from rocketmq_spark.remoting.message import MessageExt
+from rocketmq_spark.remoting.message import MessageExt, decode_messages, parse_subscription
 from rocketmq_spark.remoting.route import MessageQueue
 from rocketmq_spark.structs import PullResult, PullStatus
 
@@ -32,7 +33,7 @@ log = logging.getLogger(__name__)
 class Puller(Protocol):
     def pull(self, queue: MessageQueue, offset: int, *, group: str, max_nums: int = 32,
              expression: str = "*", commit_offset: int | None = None, suspend_ms: int = 0,
-             timeout: float | None = None) -> PullResult: ...
+             timeout: float | None = None, decode: bool = True) -> PullResult: ...
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,7 @@ class PullPolicy:
     stall_timeout: float = 10.0      # seconds to wait for messages below `end` to appear
     backoff_initial: float = 0.01
     backoff_max: float = 0.5
+    pipeline_depth: int = 4          # undecoded pulls of one range in flight at once
     clock: Callable[[], float] = field(default=time.monotonic, repr=False)
     sleep: Callable[[float], None] = field(default=time.sleep, repr=False)
 
@@ -52,35 +54,78 @@ class _Step:
     messages: tuple[MessageExt, ...] = ()
     stop: bool = False
     waiting: bool = False
+    raw: bytes = b""
 
 
 class _RangeReader:
-    def __init__(self, client: Puller, spec: PullSpec, policy: PullPolicy) -> None:
-        self.client, self.spec, self.policy = client, spec, policy
+    def __init__(self, client: Puller, spec: PullSpec, policy: PullPolicy, raw: bool = False) -> None:
+        self.client, self.spec, self.policy, self.raw = client, spec, policy, raw
         self._stall_since: float | None = None
         self._backoff = policy.backoff_initial
 
-    def __iter__(self) -> Iterator[tuple[MessageExt, ...]]:
+    def __iter__(self) -> Iterator[tuple[MessageExt, ...] | bytes]:
         s = self.spec
         offset = s.start
-        while offset < s.end:
-            res = self.client.pull(s.queue, offset, group=s.group, max_nums=s.pull_batch_size,
-                                   expression=s.sub_expression, suspend_ms=0)
-            step = _HANDLERS[res.status](self, offset, res)
-            if step.messages:
-                yield step.messages
-            if step.stop:
-                return
-            if step.waiting:
-                if not self._wait(offset, res):
+        # Pulls in flight, oldest first: (offset, its pull). Ahead of the oldest, pulls go
+        # out at the offsets the last answer predicts (each pull advanced by ``stride``);
+        # an answer that ends elsewhere (a tag filter's gap, a capped answer, data loss)
+        # drops the ones ahead and the next pulls start where it ended.
+        inflight: deque[tuple[int, _Pending]] = deque()
+        depth = self._depth()
+        stride = s.pull_batch_size
+        ahead = offset
+        try:
+            while offset < s.end:
+                while len(inflight) < depth and ahead < s.end:
+                    inflight.append((ahead, self._send(ahead)))
+                    ahead += min(stride, s.end - ahead)
+                at, pending = inflight.popleft()
+                res = pending.result()
+                step = _HANDLERS[res.status](self, offset, res)
+                if step.raw:
+                    yield step.raw
+                elif step.messages:
+                    yield step.messages
+                if step.stop:
                     return
-            else:
+                if step.waiting:
+                    _cancel(inflight)
+                    ahead = offset
+                    if not self._wait(offset, res):
+                        return
+                    continue
                 self._stall_since, self._backoff = None, self.policy.backoff_initial
-            offset = step.offset
+                if step.offset != at + min(stride, s.end - at):
+                    _cancel(inflight)
+                    if step.offset > at:
+                        stride = min(step.offset - at, s.pull_batch_size)
+                    ahead = step.offset
+                offset = step.offset
+        finally:
+            _cancel(inflight)
+
+    def _depth(self) -> int:
+        """Pulls kept in flight: one when offsets cannot be predicted (a tag filter skips
+        entries) or the client has no asynchronous pull."""
+        if not self.raw or parse_subscription(self.spec.sub_expression):
+            return 1
+        return self.policy.pipeline_depth if hasattr(self.client, "pull_async") else 1
+
+    def _send(self, offset: int) -> "_Pending":
+        s = self.spec
+        args = dict(group=s.group, max_nums=min(s.pull_batch_size, s.end - offset),
+                    expression=s.sub_expression, suspend_ms=0)
+        if self.raw and hasattr(self.client, "pull_async"):
+            return self.client.pull_async(s.queue, offset, decode=False, **args)  # type: ignore[attr-defined]
+        if self.raw:
+            return _Done(self.client.pull(s.queue, offset, decode=False, **args))
+        return _Done(self.client.pull(s.queue, offset, **args))
 
     # ------------------------------------------------------------ status handlers
 
     def _found(self, offset: int, res: PullResult) -> _Step:
+        if self.raw:
+            return self._found_raw(offset, res)
         msgs = tuple(m for m in res.messages if offset <= m.queue_offset < self.spec.end)
         nxt = res.next_begin_offset
         if nxt <= offset:
@@ -90,6 +135,18 @@ class _RangeReader:
                     f"and next_begin_offset {nxt}")
             nxt = max(m.queue_offset for m in res.messages) + 1
         return _Step(nxt, msgs)
+
+    def _found_raw(self, offset: int, res: PullResult) -> _Step:
+        """The body goes on undecoded (the columnar decoder keeps the range's rows)."""
+        nxt = res.next_begin_offset
+        if nxt <= offset:
+            messages = decode_messages(res.raw_body)
+            if not messages:
+                raise RemoteProtocolError(
+                    f"{queue_name(self.spec.queue)}: FOUND at offset {offset} with no messages "
+                    f"and next_begin_offset {nxt}")
+            nxt = max(m.queue_offset for m in messages) + 1
+        return _Step(nxt, raw=res.raw_body)
 
     def _no_matched(self, offset: int, res: PullResult) -> _Step:
         if res.next_begin_offset > offset:
@@ -146,6 +203,31 @@ class _RangeReader:
         return True
 
 
+class _Pending(Protocol):
+    def result(self) -> PullResult: ...
+
+
+@dataclass(frozen=True)
+class _Done:
+    """A pull answered already (clients without ``pull_async``)."""
+
+    res: PullResult
+
+    def result(self) -> PullResult:
+        return self.res
+
+    def cancel(self) -> None:
+        pass
+
+
+def _cancel(inflight: "deque[tuple[int, _Pending]]") -> None:
+    while inflight:
+        _, pending = inflight.pop()
+        cancel = getattr(pending, "cancel", None)
+        if cancel is not None:
+            cancel()
+
+
 _HANDLERS: dict[PullStatus, Callable[[_RangeReader, int, PullResult], _Step]] = {
     PullStatus.FOUND: _RangeReader._found,
     PullStatus.NO_MATCHED_MSG: _RangeReader._no_matched,
@@ -157,4 +239,11 @@ _HANDLERS: dict[PullStatus, Callable[[_RangeReader, int, PullResult], _Step]] = 
 def read_range(client: Puller, spec: PullSpec,
                policy: PullPolicy = PullPolicy()) -> Iterator[tuple[MessageExt, ...]]:
     """Messages of ``spec.queue`` in ``[spec.start, spec.end)``, pull by pull, in offset order."""
-    return iter(_RangeReader(client, spec, policy))
+    return iter(_RangeReader(client, spec, policy))  # type: ignore[arg-type]
+
+
+def read_range_raw(client: Puller, spec: PullSpec, policy: PullPolicy = PullPolicy()) -> Iterator[bytes]:
+    """The FOUND pull bodies covering ``[spec.start, spec.end)``, undecoded, in offset order.
+    They may hold messages outside the range, and other tags than subscribed (the broker
+    filters by tag hash): ``columnar.Window`` keeps exactly the range's rows."""
+    return iter(_RangeReader(client, spec, policy, raw=True))  # type: ignore[arg-type]

@@ -19,18 +19,21 @@ import rocketmq_spark
 from rocketmq_spark.client import ClientConfig, MQClient
 from rocketmq_spark.client.mqclient import DEFAULT_PRODUCER_GROUP
 from rocketmq_spark.errors import ConfigError
-from rocketmq_spark.remoting.message import PROP_UNIQ_KEY, HostPort, MessageExt, parse_offset_msg_id
+from rocketmq_spark.remoting.message import (PROP_UNIQ_KEY, HostPort, MessageExt, parse_offset_msg_id,
+                                             parse_subscription)
 from rocketmq_spark.remoting.route import MessageQueue
-from rocketmq_spark.sidecar import arrow, offsets, send
+from rocketmq_spark.sidecar import arrow, columnar, offsets, send
 from rocketmq_spark.sidecar.locks import LOCK_LEASE, LOCK_RENEW_INTERVAL, LockKeeper, LockKey
 from rocketmq_spark.sidecar.model import (API_VERSION, Cluster, HealthInfo, Outgoing, PullSpec,
                                           SendBackItem, queue_name)
-from rocketmq_spark.sidecar.pull import PullPolicy, read_range
+from rocketmq_spark.sidecar.pull import PullPolicy, read_range_raw
+from rocketmq_spark.sidecar.readahead import readahead
 from rocketmq_spark.structs import QueueOffsets, SendResult
 
 log = logging.getLogger(__name__)
 
 ClientFactory = Callable[[Cluster], MQClient]
+PULL_READAHEAD = 4       # pull bodies fetched ahead of the one being decoded and streamed
 
 
 def default_client_factory(cluster: Cluster) -> MQClient:
@@ -152,10 +155,10 @@ class SidecarService:
     def pull(self, cluster: Cluster, spec: PullSpec) -> Iterator[bytes]:
         """The range as one Arrow IPC stream, in chunks, produced pull by pull."""
         client = self.client(cluster)
-        groups = read_range(client, spec, self.pull_policy)
-        batches = (arrow.messages_to_batch(ms, broker=spec.queue.broker_name,
-                                           restore_retry_topic_of=spec.restore_retry_topic_of)
-                   for ms in arrow.rebatch(groups, max_rows=spec.max_rows_per_batch))
+        bodies = readahead(read_range_raw(client, spec, self.pull_policy), PULL_READAHEAD)
+        window = columnar.Window(spec.start, spec.end, parse_subscription(spec.sub_expression),
+                                 spec.queue.broker_name, spec.restore_retry_topic_of)
+        batches = columnar.BodyBatcher(window, spec.max_rows_per_batch).batches(bodies)
         return arrow.ipc_chunks(self._served(spec, batches))
 
     def _served(self, spec: PullSpec, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:

@@ -3,11 +3,11 @@ send routing). Integration tests use the real client and the embedded cluster.""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Sequence
 
 from rocketmq_spark.remoting.bodies import ConsumeStats, OffsetWrapper
-from rocketmq_spark.remoting.message import MessageExt, parse_subscription
+from rocketmq_spark.remoting.message import MessageExt, encode_message, parse_subscription
 from rocketmq_spark.remoting.route import MessageQueue
 from rocketmq_spark.structs import Message, PullResult, PullStatus, SendResult
 
@@ -29,7 +29,14 @@ class FakeQueue:
 
     def pull(self, queue: MessageQueue, offset: int, *, group: str, max_nums: int = 32,
              expression: str = "*", commit_offset: int | None = None, suspend_ms: int = 0,
-             timeout: float | None = None) -> PullResult:
+             timeout: float | None = None, decode: bool = True) -> PullResult:
+        res = self._pull(offset, max_nums, expression)
+        if decode or not res.messages:
+            return res
+        raw = b"".join(encode_message(m) for m in res.messages)   # as stored, before tag matching
+        return replace(res, messages=(), raw_body=raw)
+
+    def _pull(self, offset: int, max_nums: int, expression: str) -> PullResult:
         self.calls.append((offset, max_nums))
         lo, hi = self.min_offset, self.max_offset
         if offset < lo:

@@ -13,7 +13,7 @@ from pyspark.sql.types import BinaryType, IntegerType, LongType, MapType, String
 from rocketmq_spark.remoting.codes import MessageSysFlag
 from rocketmq_spark.remoting.message import HostPort, MessageExt, offset_msg_id
 from rocketmq_spark.sidecar.arrow import (SOURCE_SCHEMA, ipc_chunks, messages_to_batch,
-                                          read_ipc_chunks, rebatch)
+                                          read_ipc_chunks)
 
 STORE = HostPort("10.0.0.1", 10911)
 
@@ -86,15 +86,6 @@ def test_retry_topic_restored_only_for_the_named_group() -> None:
 def test_empty_batch() -> None:
     b = messages_to_batch([], broker="b")
     assert b.num_rows == 0 and b.schema.equals(SOURCE_SCHEMA)
-
-
-def test_rebatch_by_rows_and_bytes() -> None:
-    groups = [[msg(i) for i in range(0, 5)], [msg(i) for i in range(5, 12)]]
-    sizes = [len(g) for g in rebatch(groups, max_rows=4)]
-    assert sizes == [4, 4, 4]
-    big = [[msg(i, body=b"x" * 100) for i in range(6)]]
-    assert [len(g) for g in rebatch(big, max_rows=100, max_bytes=250)] == [3, 3]
-    assert list(rebatch([], max_rows=3)) == []
 
 
 def test_ipc_round_trip_with_small_chunks() -> None:

@@ -1,15 +1,17 @@
-"""The sidecar end to end: real gRPC server, real client, the embedded RocketMQ cluster."""
+"""The sidecar end to end: real gRPC server, real client, a real cluster (the session's
+``rocketmq`` fixture: embedded, or the one at ``$ROCKETMQ_NAMESRV``). Each test's topics
+live on one master and its groups are its own, so queue ids and offsets start at 0."""
 
 from __future__ import annotations
 
 import itertools
 import time
+import uuid
 from typing import Callable, Iterator
 
 import pytest
 
 from rocketmq_spark.client import ClientConfig, MQClient
-from rocketmq_spark.embedded import EmbeddedCluster
 from rocketmq_spark.errors import BrokerError
 from rocketmq_spark.remoting.codes import dlq_topic, retry_topic
 from rocketmq_spark.remoting.route import MessageQueue
@@ -20,8 +22,15 @@ from rocketmq_spark.sidecar.pull import PullPolicy
 from rocketmq_spark.sidecar.server import SidecarServer
 from rocketmq_spark.sidecar.service import SidecarService
 from rocketmq_spark.structs import Message
+from tests.cluster import ClusterHandle
 
 _names = itertools.count()
+_RUN = uuid.uuid4().hex[:6]
+
+
+def unique(prefix: str) -> str:
+    """A topic or group name no other test or run uses (the cluster may be shared)."""
+    return f"{prefix}_{_RUN}_{next(_names)}"
 
 
 def wait_until(pred: Callable[[], bool], timeout: float = 20.0) -> bool:
@@ -34,14 +43,8 @@ def wait_until(pred: Callable[[], bool], timeout: float = 20.0) -> bool:
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedCluster]:
-    with EmbeddedCluster(tmp_path_factory.mktemp("mq"), namesrv_port=0) as c:
-        yield c
-
-
-@pytest.fixture(scope="module")
-def ns(cluster: EmbeddedCluster) -> str:
-    return cluster.namesrv_addr
+def ns(rocketmq: ClusterHandle) -> str:
+    return rocketmq.namesrv_addr
 
 
 @pytest.fixture(scope="module")
@@ -65,10 +68,17 @@ def sc(server: SidecarServer) -> SidecarClient:
 
 
 def new_topic(mq: MQClient, queues: int = 4) -> str:
-    topic = f"sc_topic_{next(_names)}_{int(time.time() * 1000)}"
-    mq.create_topic(topic, queues=queues)
-    assert wait_until(lambda: len(mq.subscribe_queues(topic, refresh=True)) == queues)
+    topic = unique("sc_topic")
+    mq.create_topic(topic, queues=queues, brokers=sorted(mq.cluster_brokers())[:1])
+    assert wait_until(lambda: len(_routed(mq, topic)) == queues)
     return topic
+
+
+def _routed(mq: MQClient, topic: str) -> list[MessageQueue]:
+    try:
+        return mq.subscribe_queues(topic, refresh=True)
+    except BrokerError:   # not routed yet
+        return []
 
 
 def rows(batches) -> list[dict]:
@@ -87,7 +97,7 @@ def test_queues_and_offsets(sc: SidecarClient, mq: MQClient, ns: str) -> None:
     assert len(qs) == 4 and qs == sorted(qs) and {q.topic for q in qs} == {topic}
     assert [q.queue_id for q in qs] == [0, 1, 2, 3]
     fill(mq, qs[1], 5)
-    offs = {o.queue: o for o in sc.get_offsets(ns, qs, "sc_group_never")}
+    offs = {o.queue: o for o in sc.get_offsets(ns, qs, unique("sc_group_never"))}
     assert (offs[qs[1]].min_offset, offs[qs[1]].max_offset) == (0, 5)
     assert offs[qs[0]].max_offset == 0
     assert all(o.committed is None for o in offs.values())   # never committed
@@ -95,30 +105,31 @@ def test_queues_and_offsets(sc: SidecarClient, mq: MQClient, ns: str) -> None:
 
 def test_unknown_topic_is_a_broker_error(sc: SidecarClient, ns: str) -> None:
     with pytest.raises(BrokerError) as e:
-        sc.get_queues(ns, ["sc_no_such_topic"])
+        sc.get_queues(ns, [unique("sc_no_such_topic")])
     assert e.value.code == 17
 
 
 def test_commit_then_offsets_show_it(sc: SidecarClient, mq: MQClient, ns: str) -> None:
     topic = new_topic(mq, queues=2)
     qs = sc.get_queues(ns, [topic])
+    group = unique("sc_group_commit")
     fill(mq, qs[0], 3)
-    sc.commit_offsets(ns, "sc_group_commit", {qs[0]: 2, qs[1]: 0})
-    offs = {o.queue: o for o in sc.get_offsets(ns, qs, "sc_group_commit")}
+    sc.commit_offsets(ns, group, {qs[0]: 2, qs[1]: 0})
+    offs = {o.queue: o for o in sc.get_offsets(ns, qs, group)}
     assert offs[qs[0]].committed == 2 and offs[qs[1]].committed == 0
-    assert mq.query_consumer_offset("sc_group_commit", qs[0]) == 2
+    assert mq.query_consumer_offset(group, qs[0]) == 2
     other = sc.get_queues(ns, [new_topic(mq, queues=1)])
     fill(mq, other[0], 2)
     # QUERY_CONSUMER_OFFSET says 0 there, but the group never committed that topic
-    assert mq.query_consumer_offset("sc_group_commit", other[0]) == 0
-    assert sc.get_offsets(ns, other, "sc_group_commit")[0].committed is None
+    assert mq.query_consumer_offset(group, other[0]) == 0
+    assert sc.get_offsets(ns, other, group)[0].committed is None
 
 
 def test_pull_range_exact_rows(sc: SidecarClient, mq: MQClient, ns: str) -> None:
     topic = new_topic(mq, queues=1)
     q = sc.get_queues(ns, [topic])[0]
     sent = fill(mq, q, 20)
-    got = rows(sc.pull_batches(ns, q, 3, 17, consumer_group="sc_group_pull",
+    got = rows(sc.pull_batches(ns, q, 3, 17, consumer_group=unique("sc_group_pull"),
                                pull_batch_size=4, max_rows_per_batch=5))
     assert [r["queue_offset"] for r in got] == list(range(3, 17))
     assert [r["body"] for r in got] == [f"m{i}".encode() for i in range(3, 17)]
@@ -136,7 +147,7 @@ def test_pull_tag_filter(sc: SidecarClient, mq: MQClient, ns: str) -> None:
     topic = new_topic(mq, queues=1)
     q = sc.get_queues(ns, [topic])[0]
     fill(mq, q, 30, tags=("TagA", "TagB", "TagC"))
-    got = rows(sc.pull_batches(ns, q, 0, 25, consumer_group="sc_group_tags",
+    got = rows(sc.pull_batches(ns, q, 0, 25, consumer_group=unique("sc_group_tags"),
                                sub_expression="TagA || TagC", pull_batch_size=8))
     assert [r["queue_offset"] for r in got] == [i for i in range(25) if i % 3 != 1]
     assert {r["tags"] for r in got} == {"TagA", "TagC"}
@@ -159,7 +170,7 @@ def test_search_offsets_first_at_or_after(sc: SidecarClient, mq: MQClient, ns: s
 def test_lock_unlock(sc: SidecarClient, mq: MQClient, ns: str, server: SidecarServer) -> None:
     topic = new_topic(mq, queues=3)
     qs = sc.get_queues(ns, [topic])
-    group = "sc_group_lock"
+    group = unique("sc_group_lock")
     assert sc.lock(ns, group, "owner-a", qs) == frozenset(qs)
     assert sc.lock(ns, group, "owner-b", qs, keep_renewed=False) == frozenset()
     rounds = server.service.locks.rounds
@@ -196,7 +207,7 @@ def test_send_with_sharding_key(sc: SidecarClient, mq: MQClient, ns: str) -> Non
 def test_send_back_to_dlq_and_retry(sc: SidecarClient, mq: MQClient, ns: str) -> None:
     topic = new_topic(mq, queues=1)
     q = sc.get_queues(ns, [topic])[0]
-    group = "sc_group_back"
+    group = unique("sc_group_back")
     fill(mq, q, 2, prefix="back")
     got = rows(sc.pull_batches(ns, q, 0, 2, consumer_group=group))
     items = [SendBackItem(offset_msg_id=r["offset_msg_id"], broker_name=r["broker"],
@@ -273,12 +284,13 @@ def test_auto_spawned_sidecar_reads_the_cluster(tmp_path, mq: MQClient, ns: str)
 def test_stopping_a_sidecar_releases_its_kept_locks(mq: MQClient, ns: str) -> None:
     topic = new_topic(mq, queues=2)
     qs = mq.subscribe_queues(topic)
+    group = unique("sc_group_exit")
     own = SidecarServer("127.0.0.1:0")
     try:
         client = SidecarClient(own.address)
-        assert client.lock(ns, "sc_group_exit", "owner-x", qs) == frozenset(qs)
-        assert mq.lock_batch("sc_group_exit", "owner-y", qs) == frozenset()
+        assert client.lock(ns, group, "owner-x", qs) == frozenset(qs)
+        assert mq.lock_batch(group, "owner-y", qs) == frozenset()
     finally:
         own.stop(grace=0)
-    assert mq.lock_batch("sc_group_exit", "owner-y", qs) == frozenset(qs)
-    mq.unlock_batch("sc_group_exit", "owner-y", qs)
+    assert mq.lock_batch(group, "owner-y", qs) == frozenset(qs)
+    mq.unlock_batch(group, "owner-y", qs)

@@ -292,29 +292,78 @@ class MessageStore:
             return GetResult(GetStatus.OFFSET_OVERFLOW_ONE, offset, lo, hi)
         if offset > hi:
             return GetResult(GetStatus.OFFSET_OVERFLOW_BADLY, hi, lo, hi)
-        status = GetStatus.NO_MATCHED_MESSAGE
-        found: list[bytes] = []
+        if accept is None:                 # no filter: the next entries, up to the limits
+            picked = list(range(offset, min(hi, offset + min(max_nums, MAX_TRANSFER_COUNT))))
+            if sum(cq.sizes[offset:offset + len(picked)]) > MAX_TRANSFER_BYTES:
+                picked = self._within_bytes(cq, picked)
+            i = picked[-1] + 1
+        else:
+            picked, i = self._scan(cq, offset, hi, max_nums, accept)
+        if not picked:
+            return GetResult(GetStatus.NO_MATCHED_MESSAGE, i, lo, hi)
+        found = self._read_runs(cq, picked)
+        if len(found) < len(picked):       # a record is gone (retention): stop before it
+            i = picked[len(found)]
+            if not found:
+                return GetResult(GetStatus.MESSAGE_WAS_REMOVING, i, lo, hi)
+        return GetResult(GetStatus.FOUND, i, lo, hi, tuple(found))
+
+    @staticmethod
+    def _within_bytes(cq: ConsumeQueue, picked: list[int]) -> list[int]:
+        """The first entries of ``picked`` within MAX_TRANSFER_BYTES (at least one)."""
+        total = 0
+        for n, at in enumerate(picked):
+            total += cq.sizes[at]
+            if n and total > MAX_TRANSFER_BYTES:
+                return picked[:n]
+        return picked
+
+    @staticmethod
+    def _scan(cq: ConsumeQueue, offset: int, hi: int, max_nums: int,
+              accept: Callable[[int], bool]) -> tuple[list[int], int]:
+        """Entries from ``offset`` whose tag code ``accept`` takes, within the limits, and
+        the position after the last entry looked at."""
+        picked: list[int] = []
         total = 0
         scan_limit = offset + max(MAX_FILTER_BYTES // 20, max_nums)
         i = offset
         while i < hi and i < scan_limit:
             size = cq.sizes[i]
-            if found and (len(found) >= max_nums or total + size > MAX_TRANSFER_BYTES
-                          or len(found) >= MAX_TRANSFER_COUNT):
+            if picked and (len(picked) >= max_nums or total + size > MAX_TRANSFER_BYTES
+                           or len(picked) >= MAX_TRANSFER_COUNT):
                 break
-            if accept is not None and not accept(cq.tags[i]):
-                i += 1
-                continue
-            data = self.commitlog.read(cq.phys[i], size)
-            if data is None:
-                if not found:
-                    status = GetStatus.MESSAGE_WAS_REMOVING
-                break
-            found.append(data)
-            total += size
-            status = GetStatus.FOUND
+            if accept(cq.tags[i]):
+                picked.append(i)
+                total += size
             i += 1
-        return GetResult(status, i, lo, hi, tuple(found))
+        return picked, i
+
+    def _read_runs(self, cq: ConsumeQueue, picked: list[int]) -> list[bytes]:
+        """The records at queue positions ``picked``, read with one call per run of records
+        that follow each other in the commit log; stops at the first one not readable."""
+        found: list[bytes] = []
+        j = 0
+        while j < len(picked):
+            start = end = cq.phys[picked[j]]
+            k = j
+            while k < len(picked) and cq.phys[picked[k]] == end:
+                end += cq.sizes[picked[k]]
+                k += 1
+            run = self.commitlog.read(start, end - start)
+            if run is None:                 # e.g. across a segment end: record by record
+                for n in picked[j:k]:
+                    data = self.commitlog.read(cq.phys[n], cq.sizes[n])
+                    if data is None:
+                        return found
+                    found.append(data)
+            else:
+                pos = 0
+                for n in picked[j:k]:
+                    size = cq.sizes[n]
+                    found.append(run[pos:pos + size])
+                    pos += size
+            j = k
+        return found
 
     # ------------------------------------------------------------ retention
 

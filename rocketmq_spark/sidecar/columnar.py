@@ -1,0 +1,301 @@
+"""Pull bodies straight into Arrow columns, without a Python object per message.
+
+A pull body is a run of stored records (``remoting/message.py`` has the layout). Only the
+walk from one record to the next is a Python loop (one ``unpack_from`` per record); every
+field is then gathered for all records at once with numpy, bodies and properties are cut
+out as Arrow binary/string arrays, and the property map is split with Arrow kernels. The
+result is the same ``SOURCE_SCHEMA`` batch ``arrow.messages_to_batch`` builds from decoded
+messages (``tests/sidecar/test_columnar.py`` checks that for generated messages).
+
+The fast path covers the records every current broker stores for clients: magic V1, IPv4
+hosts, uncompressed bodies, well-formed properties with distinct names. A body with anything
+else (an IPv6 host, a compressed body, a topic longer than 127 bytes, odd properties, a
+damaged record) goes through the per-message decoder instead, which also gives damaged data
+its precise error.
+
+Which rows are kept (``Window``): queue offsets in ``[start, end)``, each offset once and
+increasing (a broker answering a pull with messages before the asked offset cannot
+duplicate rows), and, for a tag subscription, exactly the subscribed tags (the broker
+filters by tag hash only).
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+from typing import Iterable, Iterator
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from rocketmq_spark.errors import RemoteProtocolError
+from rocketmq_spark.remoting.codes import MessageSysFlag, retry_topic
+from rocketmq_spark.remoting.message import (
+    MAGIC_V1, NAME_VALUE_SEP, PROP_KEYS, PROP_RETRY_TOPIC, PROP_TAGS, PROP_UNIQ_KEY, PROPERTY_SEP,
+    decode_messages)
+from rocketmq_spark.sidecar.arrow import SOURCE_SCHEMA, TIMESTAMP, messages_to_batch
+
+_SIZE = struct.Struct(">i")
+_SLOW_FLAGS = MessageSysFlag.BORNHOST_V6 | MessageSysFlag.STOREHOST_V6 | MessageSysFlag.COMPRESSED
+_PROPERTIES = SOURCE_SCHEMA.field("properties").type
+
+# Byte positions inside a record with IPv4 hosts (magic V1).
+_MAGIC, _QUEUE_ID, _QUEUE_OFFSET, _PHYS, _SYS_FLAG = 4, 12, 20, 28, 36
+_BORN_TS, _BORN_HOST, _STORE_TS, _STORE_HOST, _RECONSUME, _BODY_LEN, _BODY = 40, 48, 56, 64, 72, 84, 88
+_MIN_RECORD = _BODY + 1 + 2          # empty body, empty topic, empty properties
+
+_HEX = np.frombuffer(b"".join(f"{i:02X}".encode() for i in range(256)), np.uint8).reshape(256, 2)
+
+
+@dataclass(frozen=True)
+class Window:
+    """The rows a range keeps: offsets in ``[start, end)``, and ``tags`` when not empty."""
+
+    start: int
+    end: int
+    tags: frozenset[str] = frozenset()
+    broker: str = ""
+    restore_retry_topic_of: str | None = None
+
+
+class _Fallback(Exception):
+    """The body needs the per-message decoder."""
+
+
+# ------------------------------------------------------------------ record walk
+
+def record_starts(data: bytes | bytearray | memoryview) -> list[int]:
+    """Start positions of the records of a pull body; raises on a size that does not fit."""
+    starts: list[int] = []
+    pos, n, unpack = 0, len(data), _SIZE.unpack_from
+    while pos < n:
+        if pos + 4 > n:
+            raise RemoteProtocolError("stored message truncated in its header")
+        (size,) = unpack(data, pos)
+        if size < 4 or pos + size > n:
+            raise RemoteProtocolError(f"stored message size {size} does not fit the data")
+        starts.append(pos)
+        pos += size
+    return starts
+
+
+# ------------------------------------------------------------------ numpy gathers
+
+def _be(buf: np.ndarray, at: np.ndarray, dtype: str) -> np.ndarray:
+    """Big-endian integers of ``dtype`` ('>i4', '>i8', '>u8', '>i2', 'i1') at ``at``."""
+    width = np.dtype(dtype).itemsize
+    raw = buf[at[:, None] + np.arange(width)] if width > 1 else buf[at][:, None]
+    return raw.view(dtype).ravel().astype(np.dtype(dtype).newbyteorder("="))
+
+
+def _segments(buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> tuple[pa.Buffer, pa.Buffer]:
+    """Arrow offsets (int32) and values buffers of the byte ranges ``[starts, starts+lengths)``."""
+    offsets = np.zeros(len(starts) + 1, np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    total = int(offsets[-1])
+    if total >= 2**31:
+        raise _Fallback()
+    if total:
+        index = np.arange(total, dtype=np.int64) + np.repeat(starts - offsets[:-1], lengths)
+        values = buf[index]
+    else:
+        values = np.zeros(0, np.uint8)
+    return pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(values)
+
+
+def _strings(buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> pa.Array:
+    offsets, values = _segments(buf, starts, lengths)
+    arr = pa.StringArray.from_buffers(len(starts), offsets, values)
+    try:
+        arr.validate(full=True)             # UTF-8
+    except pa.ArrowInvalid:
+        raise _Fallback() from None
+    return arr
+
+
+def _host_strings(packed: np.ndarray) -> pa.Array:
+    """'a.b.c.d:port' for ip+port packed big-endian in a uint64 (hosts repeat: format each once)."""
+    uniques, inverse = np.unique(packed, return_inverse=True)
+    text = [f"{u >> 56}.{(u >> 48) & 255}.{(u >> 40) & 255}.{(u >> 32) & 255}:{_signed32(u & 0xFFFFFFFF)}"
+            for u in (int(x) for x in uniques)]
+    return pa.array(text, pa.string()).take(pa.array(inverse.astype(np.int32).ravel()))
+
+
+def _signed32(v: int) -> int:
+    return v - (1 << 32) if v >= 1 << 31 else v
+
+
+def _offset_msg_ids(buf: np.ndarray, starts: np.ndarray) -> pa.Array:
+    """Hex of store host (8 bytes) + commit log offset (8 bytes), upper case, 32 chars each."""
+    n = len(starts)
+    raw = np.concatenate([buf[(starts + _STORE_HOST)[:, None] + np.arange(8)],
+                          buf[(starts + _PHYS)[:, None] + np.arange(8)]], axis=1)
+    text = _HEX[raw].reshape(n, 32)
+    offsets = np.arange(0, 32 * n + 1, 32, dtype=np.int32)
+    return pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(np.ascontiguousarray(text)))
+
+
+# ------------------------------------------------------------------ properties
+
+def _property_map(text: pa.Array) -> pa.MapArray:
+    """'k\\x01v\\x02k\\x01v' strings -> map<string, string>, keeping what
+    ``decode_properties`` keeps (pairs with a separator, a name and a value)."""
+    n = len(text)
+    pairs = pc.split_pattern(text, PROPERTY_SEP)
+    flat = pairs.flatten()
+    parent = np.asarray(pairs.value_parent_indices())
+    kv = pc.split_pattern(flat, NAME_VALUE_SEP, max_splits=1)
+    ok = np.asarray(pc.equal(pc.list_value_length(kv), 2).fill_null(False))
+    kv, parent = kv.filter(pa.array(ok)), parent[ok]
+    names, values = pc.list_element(kv, 0), pc.list_element(kv, 1)
+    ok = np.asarray(pc.and_(pc.greater(pc.utf8_length(names), 0), pc.greater(pc.utf8_length(values), 0)))
+    if not ok.all():
+        keep = pa.array(ok)
+        names, values, parent = names.filter(keep), values.filter(keep), parent[ok]
+    counts = np.bincount(parent, minlength=n)
+    if len(names) and _has_duplicate_names(names, parent):
+        raise _Fallback()                   # a dict keeps the last value of a name
+    offsets = np.zeros(n + 1, np.int32)
+    np.cumsum(counts, out=offsets[1:])
+    return pa.MapArray.from_arrays(pa.array(offsets), names, values, type=_PROPERTIES)
+
+
+def _has_duplicate_names(names: pa.Array, parent: np.ndarray) -> bool:
+    """Whether some message repeats a property name (never from RocketMQ's clients)."""
+    codes = np.asarray(pc.dictionary_encode(names).indices).astype(np.int64)
+    pair = parent.astype(np.int64) * (int(codes.max()) + 1) + codes
+    return len(np.unique(pair)) != len(pair)
+
+
+# ------------------------------------------------------------------ decode
+
+def _decode_fast(data: bytes, starts_list: list[int],
+                 window: Window) -> tuple[pa.RecordBatch, np.ndarray, pa.Array]:
+    """(every record as a row, their queue offsets, their tags); raises ``_Fallback`` where
+    the fast path does not apply."""
+    buf = np.frombuffer(data, np.uint8)
+    starts = np.asarray(starts_list, np.int64)
+    sizes = _be(buf, starts, ">i4").astype(np.int64)
+    if (sizes < _MIN_RECORD).any() or (_be(buf, starts + _MAGIC, ">i4") != MAGIC_V1).any():
+        raise _Fallback()
+    if (_be(buf, starts + _SYS_FLAG, ">i4") & _SLOW_FLAGS).any():
+        raise _Fallback()
+    ends = starts + sizes
+    body_len = _be(buf, starts + _BODY_LEN, ">i4").astype(np.int64)
+    body_at = starts + _BODY
+    topic_len_at = body_at + body_len
+    if (body_len < 0).any() or (topic_len_at + 3 > ends).any():
+        raise _Fallback()
+    topic_len = _be(buf, topic_len_at, "i1").astype(np.int64)
+    props_len_at = topic_len_at + 1 + topic_len
+    if (topic_len < 0).any() or (props_len_at + 2 > ends).any():
+        raise _Fallback()
+    props_len = _be(buf, props_len_at, ">i2").astype(np.int64)
+    if (props_len < 0).any() or (props_len_at + 2 + props_len != ends).any():
+        raise _Fallback()
+
+    offsets = _be(buf, starts + _QUEUE_OFFSET, ">i8")
+    properties = _property_map(_strings(buf, props_len_at + 2, props_len))
+    topic = _strings(buf, topic_len_at + 1, topic_len)
+    if window.restore_retry_topic_of:
+        original = pc.map_lookup(properties, PROP_RETRY_TOPIC, "first")
+        is_retry = pc.and_(pc.equal(topic, retry_topic(window.restore_retry_topic_of)), pc.is_valid(original))
+        topic = pc.if_else(is_retry, original, topic)
+    tags = pc.map_lookup(properties, PROP_TAGS, "first")
+    offset_ids = _offset_msg_ids(buf, starts)
+    body_offsets, body_values = _segments(buf, body_at, body_len)
+    n = len(starts)
+    columns = [
+        topic,
+        pa.array([window.broker], pa.string()).take(pa.array(np.zeros(n, np.int32))),
+        pa.array(_be(buf, starts + _QUEUE_ID, ">i4")),
+        pa.array(offsets),
+        pc.coalesce(pc.map_lookup(properties, PROP_UNIQ_KEY, "first"), offset_ids),
+        offset_ids,
+        tags,
+        pc.map_lookup(properties, PROP_KEYS, "first"),
+        pa.BinaryArray.from_buffers(pa.binary(), n, [None, body_offsets, body_values]),
+        properties,
+        pa.array(_be(buf, starts + _BORN_TS, ">i8") * 1000).view(TIMESTAMP),
+        pa.array(_be(buf, starts + _STORE_TS, ">i8") * 1000).view(TIMESTAMP),
+        _host_strings(_be(buf, starts + _BORN_HOST, ">u8")),
+        _host_strings(_be(buf, starts + _STORE_HOST, ">u8")),
+        pa.array(_be(buf, starts + _RECONSUME, ">i4")),
+    ]
+    batch = pa.RecordBatch.from_arrays(columns, schema=SOURCE_SCHEMA)
+    return batch, offsets, tags
+
+
+def _keep(offsets: np.ndarray, tags: pa.Array | None, window: Window, last: int) -> np.ndarray:
+    """The row mask of ``Window`` given the highest offset delivered before (``last``)."""
+    before = np.maximum.accumulate(np.concatenate([[last], offsets[:-1]])) if len(offsets) else offsets
+    keep = (offsets >= window.start) & (offsets < window.end) & (offsets > before)
+    if window.tags and tags is not None:
+        keep &= np.asarray(pc.is_in(tags, value_set=pa.array(sorted(window.tags))).fill_null(False))
+    return keep
+
+
+def decode_body(data: bytes, window: Window, last: int = -1,
+                starts: list[int] | None = None) -> tuple[pa.RecordBatch, int]:
+    """The kept rows of a pull body (or of several concatenated) and the new ``last``:
+    the highest offset delivered so far. ``starts``: the record positions, when known."""
+    if starts is None:
+        starts = record_starts(data)
+    if not starts:
+        return _empty(), last
+    try:
+        batch, offsets, tags = _decode_fast(data, starts, window)
+    except _Fallback:
+        messages = decode_messages(data)
+        batch = messages_to_batch(messages, broker=window.broker,
+                                  restore_retry_topic_of=window.restore_retry_topic_of)
+        offsets = np.asarray([m.queue_offset for m in messages], np.int64)
+        tags = batch.column("tags")
+    keep = _keep(offsets, tags, window, last)
+    if keep.any():
+        last = max(last, int(offsets[keep].max()))
+    if not keep.all():
+        batch = batch.filter(pa.array(keep))
+    return batch, last
+
+
+def _empty() -> pa.RecordBatch:
+    return pa.RecordBatch.from_pylist([], schema=SOURCE_SCHEMA)
+
+
+@dataclass
+class BodyBatcher:
+    """Collects pull bodies and decodes them ``max_rows`` records at a time (all that is in
+    once ``max_bytes`` of bodies are), so Arrow batches have ``max_rows`` rows (fewer where
+    the window drops some, and at the end) rather than one small batch per pull."""
+
+    window: Window
+    max_rows: int
+    max_bytes: int = 16 << 20
+    _buf: bytearray = field(default_factory=bytearray)
+    _starts: list[int] = field(default_factory=list)
+    _last: int = -1
+
+    def batches(self, bodies: Iterable[bytes]) -> Iterator[pa.RecordBatch]:
+        for body in bodies:
+            base = len(self._buf)
+            self._starts.extend(base + s for s in record_starts(body))
+            self._buf += body
+            while len(self._starts) >= self.max_rows:
+                yield from self._decode(self.max_rows)
+            if len(self._buf) >= self.max_bytes:
+                yield from self._decode(len(self._starts))
+        yield from self._decode(len(self._starts))
+
+    def _decode(self, records: int) -> Iterator[pa.RecordBatch]:
+        if not records:
+            return
+        starts = self._starts[:records]
+        cut = self._starts[records] if records < len(self._starts) else len(self._buf)
+        data = bytes(self._buf[:cut])
+        del self._buf[:cut]
+        self._starts = [s - cut for s in self._starts[records:]]
+        batch, self._last = decode_body(data, self.window, self._last, starts)
+        if batch.num_rows:
+            yield batch

@@ -1,0 +1,245 @@
+"""The columnar decoder (pull bodies -> Arrow) against the per-message decoder, and the
+undecoded, pipelined range read that feeds it (pure logic: no sockets)."""
+
+from __future__ import annotations
+
+import threading
+import zlib
+
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from rocketmq_spark.errors import RemoteProtocolError
+from rocketmq_spark.remoting.codes import MessageSysFlag, retry_topic
+from rocketmq_spark.remoting.message import (
+    HostPort, MessageExt, decode_messages, encode_message, parse_subscription)
+from rocketmq_spark.sidecar import columnar
+from rocketmq_spark.sidecar.arrow import messages_to_batch
+from rocketmq_spark.sidecar.columnar import BodyBatcher, Window, decode_body
+from rocketmq_spark.sidecar.model import PullSpec
+from rocketmq_spark.sidecar.pull import PullPolicy, read_range_raw
+from rocketmq_spark.sidecar.readahead import readahead
+from rocketmq_spark.structs import PullResult, PullStatus
+from tests.sidecar.fakes import Q, FakeQueue
+
+GROUP = "g1"
+TEXT = st.text(st.characters(min_codepoint=3, max_codepoint=0x2FFF, exclude_categories=("Cs",)), max_size=12)
+HOSTS = st.sampled_from([HostPort("127.0.0.1", 10911), HostPort("10.1.2.3", 65535),
+                         HostPort("192.168.0.7", 1), HostPort("::1", 10911)])
+
+
+@st.composite
+def stored(draw, offset: int, v6: bool, compress: bool) -> MessageExt:  # type: ignore[no-untyped-def]
+    props = draw(st.dictionaries(TEXT, TEXT, max_size=4))
+    for name in ("TAGS", "KEYS", "UNIQ_KEY"):
+        if draw(st.booleans()):
+            props[name] = draw(st.sampled_from(["TagA", "TagB", "k1 k2", "7F000001ABCD"]))
+    topic = draw(st.sampled_from(["orders", "t" * 127, retry_topic(GROUP)]))
+    if topic == retry_topic(GROUP) and draw(st.booleans()):
+        props["RETRY_TOPIC"] = "orders"
+    body = draw(st.binary(max_size=64))
+    sys_flag = 0
+    if compress and draw(st.booleans()):
+        body, sys_flag = zlib.compress(body), MessageSysFlag.COMPRESSED
+    hosts = HOSTS if v6 else HOSTS.filter(lambda h: not h.is_v6)
+    return MessageExt(topic=topic, body=body, queue_id=draw(st.integers(0, 7)), flag=0,
+                      queue_offset=offset, commit_log_offset=draw(st.integers(0, 2**40)),
+                      sys_flag=sys_flag, born_timestamp=draw(st.integers(0, 2**42)),
+                      born_host=draw(hosts), store_timestamp=draw(st.integers(0, 2**42)),
+                      store_host=draw(hosts), reconsume_times=draw(st.integers(0, 16)),
+                      properties=props)
+
+
+@st.composite
+def bodies(draw, v6: bool = False, compress: bool = False):  # type: ignore[no-untyped-def]
+    offsets = sorted(draw(st.lists(st.integers(0, 60), min_size=1, max_size=24, unique=True)))
+    return [draw(stored(o, v6, compress)) for o in offsets]
+
+
+def reference(data: bytes, window: Window, last: int = -1) -> pa.RecordBatch:
+    """What the per-message path keeps: the window's offsets, each once, increasing, and tags."""
+    kept = []
+    for m in decode_messages(data):
+        if window.start <= m.queue_offset < window.end and m.queue_offset > last:
+            if not window.tags or m.tags in window.tags:
+                kept.append(m)
+                last = m.queue_offset
+    return messages_to_batch(kept, broker=window.broker, restore_retry_topic_of=window.restore_retry_topic_of)
+
+
+def same(a: pa.RecordBatch, b: pa.RecordBatch) -> bool:
+    return a.schema.equals(b.schema) and a.to_pylist() == b.to_pylist()
+
+
+WINDOWS = st.builds(Window, start=st.integers(0, 20), end=st.integers(20, 70),
+                    tags=st.sampled_from([frozenset(), frozenset({"TagA"}), frozenset({"TagA", "TagB"})]),
+                    broker=st.just("broker-a"), restore_retry_topic_of=st.sampled_from([None, GROUP]))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(bodies(), WINDOWS)
+def test_fast_path_equals_the_per_message_path(messages: list[MessageExt], window: Window) -> None:
+    data = b"".join(encode_message(m) for m in messages)
+    starts = columnar.record_starts(data)
+    if all(len(m.topic) <= 127 and not set(m.properties) & {""} for m in messages):
+        columnar._decode_fast(data, starts, window)      # the fast path applies (no fallback)
+    got, _ = decode_body(data, window)
+    assert same(got, reference(data, window))
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(bodies(v6=True, compress=True), WINDOWS)
+def test_ipv6_hosts_and_compressed_bodies_come_out_the_same(messages: list[MessageExt], window: Window) -> None:
+    data = b"".join(encode_message(m) for m in messages)
+    got, _ = decode_body(data, window)
+    assert same(got, reference(data, window))
+
+
+def test_rows_are_each_offset_once_in_increasing_order_across_bodies() -> None:
+    ms = [MessageExt(topic="orders", body=b"m%d" % i, queue_offset=i, properties={"UNIQ_KEY": f"U{i}"})
+          for i in range(10)]
+    first = b"".join(encode_message(m) for m in ms[:6])
+    again = b"".join(encode_message(m) for m in ms[3:])       # overlaps 3..5
+    window = Window(2, 9, broker="broker-a")
+    a, last = decode_body(first, window)
+    b, last = decode_body(again, window, last)
+    assert a.column("queue_offset").to_pylist() == [2, 3, 4, 5]
+    assert b.column("queue_offset").to_pylist() == [6, 7, 8] and last == 8
+    assert b.column("msg_id").to_pylist() == ["U6", "U7", "U8"]
+
+
+def test_a_property_name_given_twice_keeps_the_last_value_like_the_decoder() -> None:
+    m = MessageExt(topic="orders", body=b"x", properties={"TAGS": "A"})
+    raw = bytearray(encode_message(m))
+    # rewrite the properties to "TAGS\x01A\x02TAGS\x01B" (same record layout, longer text)
+    props = "TAGS\x01A\x02TAGS\x01B".encode()
+    old = "TAGS\x01A".encode()
+    assert raw.endswith(old)
+    raw = raw[:-len(old) - 2] + len(props).to_bytes(2, "big") + props
+    raw[0:4] = len(raw).to_bytes(4, "big")
+    got, _ = decode_body(bytes(raw), Window(0, 10, broker="b"))
+    assert got.column("tags").to_pylist() == ["B"] == [m.tags for m in decode_messages(bytes(raw))]
+
+
+@pytest.mark.parametrize("cut", [1, 7, 60, 95])
+def test_a_damaged_body_raises_a_protocol_error(cut: int) -> None:
+    data = encode_message(MessageExt(topic="orders", body=b"hello", properties={"TAGS": "A"}))
+    with pytest.raises(RemoteProtocolError):
+        decode_body(data[:-cut], Window(0, 10))
+    bad_magic = data[:4] + b"\x00\x00\x00\x00" + data[8:]
+    with pytest.raises(RemoteProtocolError):
+        decode_body(bad_magic, Window(0, 10))
+
+
+def test_batcher_makes_batches_of_at_most_max_rows_in_offset_order() -> None:
+    ms = [MessageExt(topic="orders", body=b"m%d" % i, queue_offset=i) for i in range(100)]
+    pulls = [b"".join(encode_message(m) for m in ms[i:i + 32]) for i in range(0, 100, 32)]
+    out = list(BodyBatcher(Window(5, 95, broker="b"), max_rows=40).batches(pulls))
+    assert all(b.num_rows <= 40 for b in out) and len(out) >= 3
+    assert [o for b in out for o in b.column("queue_offset").to_pylist()] == list(range(5, 95))
+
+
+def test_batcher_decodes_what_it_holds_once_max_bytes_are_in() -> None:
+    ms = [MessageExt(topic="orders", body=bytes([i]) * 1000, queue_offset=i) for i in range(12)]
+    pulls = [b"".join(encode_message(m) for m in ms[i:i + 4]) for i in range(0, 12, 4)]
+    out = list(BodyBatcher(Window(0, 12, broker="b"), max_rows=100, max_bytes=5000).batches(pulls))
+    assert [b.num_rows for b in out] == [8, 4]          # 2 pulls pass 5000 bytes, then the end
+    assert [bytes(v)[:1] for b in out for v in b.column("body").to_pylist()] == [bytes([i]) for i in range(12)]
+
+
+# ------------------------------------------------------------------ undecoded, pipelined reads
+
+class RawQueue:
+    """A FakeQueue answering undecoded, with ``pull_async``; records pulls in flight."""
+
+    def __init__(self, fq: FakeQueue, cap: int | None = None) -> None:
+        self.fq, self.cap = fq, cap
+        self.sent: list[int] = []
+        self.inflight = self.most_inflight = 0
+        self.cancelled = 0
+
+    def pull_async(self, queue, offset, *, decode=True, max_nums=32, **kw):  # type: ignore[no-untyped-def]
+        assert decode is False
+        self.sent.append(offset)
+        self.inflight += 1
+        self.most_inflight = max(self.most_inflight, self.inflight)
+        res = self.fq.pull(queue, offset, max_nums=min(max_nums, self.cap or max_nums), **kw)
+        raw = b"".join(encode_message(m) for m in res.messages)
+        answer = PullResult(res.status, res.next_begin_offset, res.min_offset, res.max_offset, raw_body=raw)
+        owner = self
+
+        class Pending:
+            def result(self) -> PullResult:
+                owner.inflight -= 1
+                return answer
+
+            def cancel(self) -> None:
+                owner.inflight -= 1
+                owner.cancelled += 1
+        return Pending()
+
+
+def rows(bodies_, spec: PullSpec) -> list[int]:
+    window = Window(spec.start, spec.end, parse_subscription(spec.sub_expression), "broker-a")
+    return [o for b in BodyBatcher(window, 1000).batches(bodies_) for o in b.column("queue_offset").to_pylist()]
+
+
+def messages(n: int) -> list[MessageExt]:
+    return [MessageExt(topic="orders", body=b"m%d" % i, queue_offset=i,
+                       properties={"TAGS": "TagA" if i % 3 else "TagB"}) for i in range(n)]
+
+
+def test_pulls_go_out_ahead_and_the_range_comes_whole() -> None:
+    rq = RawQueue(FakeQueue(messages(200)))
+    spec = PullSpec(Q, 10, 150, pull_batch_size=16)
+    assert rows(read_range_raw(rq, spec, PullPolicy(pipeline_depth=4)), spec) == list(range(10, 150))
+    assert rq.most_inflight == 4
+    assert rq.sent == list(range(10, 150, 16))        # each offset asked once, the last one short
+
+
+def test_a_capped_answer_resets_the_pipeline_and_nothing_is_lost_or_doubled() -> None:
+    rq = RawQueue(FakeQueue(messages(200)), cap=10)    # the broker answers 10 at most
+    spec = PullSpec(Q, 0, 120, pull_batch_size=32)
+    assert rows(read_range_raw(rq, spec, PullPolicy(pipeline_depth=4)), spec) == list(range(120))
+    assert rq.cancelled >= 3 and rq.inflight == 0
+
+
+def test_a_tag_filter_reads_one_pull_at_a_time() -> None:
+    rq = RawQueue(FakeQueue(messages(100)))
+    spec = PullSpec(Q, 0, 100, pull_batch_size=8, sub_expression="TagB")
+    assert rows(read_range_raw(rq, spec, PullPolicy(pipeline_depth=4)), spec) == list(range(0, 100, 3))
+    assert rq.most_inflight == 1
+
+
+# ------------------------------------------------------------------ readahead
+
+def test_readahead_keeps_order_and_raises_where_the_source_failed() -> None:
+    def source():  # type: ignore[no-untyped-def]
+        yield from range(5)
+        raise RemoteProtocolError("boom")
+
+    got = []
+    with pytest.raises(RemoteProtocolError, match="boom"):
+        for x in readahead(source(), 2):
+            got.append(x)
+    assert got == [0, 1, 2, 3, 4]
+
+
+def test_readahead_stops_its_thread_when_the_consumer_stops() -> None:
+    produced = []
+
+    def source():  # type: ignore[no-untyped-def]
+        for i in range(1000):
+            produced.append(i)
+            yield i
+
+    it = readahead(source(), 2, name="readahead-test")
+    assert next(it) == 0
+    it.close()
+    for t in threading.enumerate():
+        if t.name == "readahead-test":
+            t.join(timeout=10)
+            assert not t.is_alive()
+    assert len(produced) < 10
