@@ -309,20 +309,28 @@ def _parse_end(values: Mapping[str, Any], kind: ReadKind) -> EndSpec:
     raise ConfigError(f"option 'endingOffsets': {raw!r} is not one of latest, or JSON offsets")
 
 
-def parse(options: Mapping[str, str], kind: ReadKind = "stream") -> SourceOptions:
-    """Spark's options (any key case) -> :class:`SourceOptions`; ConfigError naming the option."""
+def parse_table(options: Mapping[str, str], table: Mapping[str, OptionSpec], ignored: frozenset[str],
+                what: str) -> dict[str, Any]:
+    """Each option (any key case) parsed by its spec in ``table``, keyed by lower-case name;
+    ``ignored`` keys (what Spark adds itself) are skipped; ConfigError naming the option."""
     values: dict[str, Any] = {}
     for key, raw in options.items():
         lowered = str(key).lower()
-        if lowered in _IGNORED:
+        if lowered in ignored:
             continue
-        spec = OPTIONS.get(lowered)
+        spec = table.get(lowered)
         if spec is None:
-            raise ConfigError(f"unknown option {key!r} for format 'rocketmq'; known options: "
-                              f"{', '.join(s.name for s in OPTIONS.values())}")
+            raise ConfigError(f"unknown option {key!r} for {what}; known options: "
+                              f"{', '.join(s.name for s in table.values())}")
         if raw is None:
             raise ConfigError(f"option {spec.name!r} has no value")
         values[lowered] = spec.parse(spec.name, str(raw))
+    return values
+
+
+def parse(options: Mapping[str, str], kind: ReadKind = "stream") -> SourceOptions:
+    """Spark's options (any key case) -> :class:`SourceOptions`; ConfigError naming the option."""
+    values = parse_table(options, OPTIONS, _IGNORED, "format 'rocketmq'")
 
     for required in ("nameServer", "topic"):
         if required.lower() not in values:

@@ -17,6 +17,7 @@ from typing import Any, Callable, Mapping
 from rocketmq_spark.errors import ConfigError
 from rocketmq_spark.sidecar import Cluster
 from rocketmq_spark.spark import options as source_options
+from rocketmq_spark.spark.options import OptionSpec
 
 __all__ = ["SinkOptions", "parse", "SINK_OPTIONS", "DEFAULT_BATCH_SIZE", "MAX_BATCH_SIZE"]
 
@@ -61,24 +62,17 @@ def _shared(name: str) -> Callable[[str, str], Any]:
     return source_options.OPTIONS[name.lower()].parse
 
 
-@dataclass(frozen=True)
-class SinkOptionSpec:
-    name: str                                  # canonical spelling, used in errors
-    parse: Callable[[str, str], Any]
-    help: str
-
-
-SINK_OPTIONS: dict[str, SinkOptionSpec] = {s.name.lower(): s for s in [
-    SinkOptionSpec("nameServer", _shared("nameServer"),
-                   "required: host:port of the NameServer(s), ';'-separated"),
-    SinkOptionSpec("topic", _one_topic, "the topic of rows whose 'topic' column is absent or null"),
-    SinkOptionSpec("producerGroup", source_options.OPTIONS["consumergroup"].parse,
-                   "producer group named in send requests (default: the sidecar's)"),
-    SinkOptionSpec("sidecar", _shared("sidecar"), "auto (default) | host:port | unix:/path"),
-    SinkOptionSpec("batchSize", _batch_size,
-                   f"messages per Send call to the sidecar (default {DEFAULT_BATCH_SIZE})"),
-    SinkOptionSpec("accessKey", _shared("accessKey"), "ACL access key"),
-    SinkOptionSpec("secretKey", _shared("secretKey"), "ACL secret key"),
+SINK_OPTIONS: dict[str, OptionSpec] = {s.name.lower(): s for s in [
+    OptionSpec("nameServer", _shared("nameServer"),
+               "required: host:port of the NameServer(s), ';'-separated"),
+    OptionSpec("topic", _one_topic, "the topic of rows whose 'topic' column is absent or null"),
+    OptionSpec("producerGroup", source_options.OPTIONS["consumergroup"].parse,
+               "producer group named in send requests (default: the sidecar's)"),
+    OptionSpec("sidecar", _shared("sidecar"), "auto (default) | host:port | unix:/path"),
+    OptionSpec("batchSize", _batch_size,
+               f"messages per Send call to the sidecar (default {DEFAULT_BATCH_SIZE})"),
+    OptionSpec("accessKey", _shared("accessKey"), "ACL access key"),
+    OptionSpec("secretKey", _shared("secretKey"), "ACL secret key"),
 ]}
 
 # Options Spark itself passes to a sink along with the user's.
@@ -87,18 +81,7 @@ _IGNORED = frozenset({"path", "checkpointlocation"})
 
 def parse(options: Mapping[str, str]) -> SinkOptions:
     """Spark's options (any key case) -> :class:`SinkOptions`; ConfigError naming the option."""
-    values: dict[str, Any] = {}
-    for key, raw in options.items():
-        lowered = str(key).lower()
-        if lowered in _IGNORED:
-            continue
-        spec = SINK_OPTIONS.get(lowered)
-        if spec is None:
-            raise ConfigError(f"unknown option {key!r} for the rocketmq sink; known options: "
-                              f"{', '.join(s.name for s in SINK_OPTIONS.values())}")
-        if raw is None:
-            raise ConfigError(f"option {spec.name!r} has no value")
-        values[lowered] = spec.parse(spec.name, str(raw))
+    values = source_options.parse_table(options, SINK_OPTIONS, _IGNORED, "the rocketmq sink")
 
     if "nameserver" not in values:
         raise ConfigError(f"option 'nameServer' is required ({SINK_OPTIONS['nameserver'].help})")
