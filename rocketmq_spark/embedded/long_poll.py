@@ -16,11 +16,12 @@ from __future__ import annotations
 import heapq
 import itertools
 import logging
-import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
+
+from rocketmq_spark.embedded.service_thread import ServiceThread
 
 log = logging.getLogger(__name__)
 
@@ -42,29 +43,22 @@ class HeldPull:
     done: bool = field(default=False, init=False)
 
 
-class PullHoldService:
+class PullHoldService(ServiceThread):
     def __init__(self, max_offset: Callable[[str, int], int], name: str = "long-poll") -> None:
+        super().__init__(name, join_timeout=5)
         self._max_offset = max_offset
         self.name = name
-        self._cond = threading.Condition()
         self._held: dict[tuple[str, int], list[HeldPull]] = {}
         self._deadlines: list[tuple[float, int, HeldPull]] = []
         self._arrivals: deque[tuple[str, int, int, Sequence[int]]] = deque()
         self._ready: list[HeldPull] = []
         self._seq = itertools.count()
-        self._stopping = False
-        self._thread: threading.Thread | None = None
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
-        self._thread.start()
+        self.start_thread()
 
     def stop(self) -> None:
-        with self._cond:
-            self._stopping = True
-            self._cond.notify_all()
-        if self._thread is not None:
-            self._thread.join(5)
+        self.stop_thread()
 
     def held_count(self) -> int:
         with self._cond:

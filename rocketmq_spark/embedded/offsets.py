@@ -11,11 +11,11 @@ an answered commit survives ``kill -9``.
 from __future__ import annotations
 
 import logging
-import threading
 from pathlib import Path
 from typing import Callable
 
 from rocketmq_spark.embedded.persist import read_json, write_json
+from rocketmq_spark.embedded.service_thread import ServiceThread
 
 log = logging.getLogger(__name__)
 
@@ -24,16 +24,14 @@ def table_key(topic: str, group: str) -> str:
     return f"{topic}@{group}"
 
 
-class ConsumerOffsetManager:
+class ConsumerOffsetManager(ServiceThread):
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
+        super().__init__(f"offsets-{self.path.parent.parent.name}")
         self._table: dict[str, dict[int, int]] = {}
-        self._cond = threading.Condition()
         self._version = 0
         self._saved = 0
         self._waiters: list[tuple[int, Callable[[], None]]] = []
-        self._stopping = False
-        self._thread: threading.Thread | None = None
 
     def load(self) -> None:
         saved = read_json(self.path, {}) or {}
@@ -68,17 +66,10 @@ class ConsumerOffsetManager:
             self._persist()
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name=f"offsets-{self.path.parent.parent.name}",
-                                        daemon=True)
-        self._thread.start()
+        self.start_thread()
 
     def close(self) -> None:
-        with self._cond:
-            self._stopping = True
-            self._cond.notify_all()
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
+        self.stop_thread()
         self._persist()
 
     def _run(self) -> None:

@@ -22,6 +22,7 @@ from typing import Callable
 
 from rocketmq_spark.embedded.clock import Clock
 from rocketmq_spark.embedded.persist import read_json, write_json
+from rocketmq_spark.embedded.service_thread import ServiceThread
 from rocketmq_spark.embedded.store import MessageStore, PutResult
 from rocketmq_spark.errors import RemoteProtocolError
 from rocketmq_spark.remoting.codes import DELAY_LEVELS_MS, SCHEDULE_TOPIC
@@ -33,7 +34,7 @@ log = logging.getLogger(__name__)
 Deliver = Callable[[MessageExt], PutResult]
 
 
-class ScheduleService:
+class ScheduleService(ServiceThread):
     def __init__(self, store: MessageStore, deliver: Deliver, path: Path, *, clock: Clock,
                  delay_levels_ms: tuple[int, ...] = DELAY_LEVELS_MS, name: str = "schedule") -> None:
         self.store = store
@@ -42,11 +43,9 @@ class ScheduleService:
         self.clock = clock
         self.delay_levels_ms = delay_levels_ms
         self.name = name
+        super().__init__(name, join_timeout=10)
         self._offsets: dict[int, int] = {}
         self._heap: list[tuple[int, int]] = []
-        self._cond = threading.Condition()
-        self._stopping = False
-        self._thread: threading.Thread | None = None
 
     @property
     def levels(self) -> int:
@@ -70,15 +69,10 @@ class ScheduleService:
             for level in range(1, self.levels + 1):
                 if self.store.max_offset(SCHEDULE_TOPIC, level - 1) > self._offsets.get(level, 0):
                     heapq.heappush(self._heap, (0, level))
-        self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
-        self._thread.start()
+        self.start_thread()
 
     def stop(self) -> None:
-        with self._cond:
-            self._stopping = True
-            self._cond.notify_all()
-        if self._thread is not None:
-            self._thread.join(10)
+        self.stop_thread()
 
     def notify_arrival(self, topic: str, queue_id: int, max_offset: int, tag_codes: list[int] | tuple) -> None:
         """Store listener: a schedule queue grew; its tag codes are delivery times."""

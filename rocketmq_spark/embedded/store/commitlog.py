@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Callable
 
 from rocketmq_spark.embedded.persist import fsync_dir
+from rocketmq_spark.embedded.service_thread import ServiceThread
 from rocketmq_spark.remoting.codes import MessageSysFlag
 from rocketmq_spark.remoting.message import MAGIC_V1, MAGIC_V2, decode_properties
 
@@ -121,26 +122,24 @@ def _pwrite_all(fd: int, data: bytes | bytearray, pos: int) -> None:
         view, pos = view[n:], pos + n
 
 
-class CommitLog:
+class CommitLog(ServiceThread):
     def __init__(self, directory: Path, *, segment_size: int = DEFAULT_SEGMENT_SIZE,
                  flush_interval: float = 0.5) -> None:
         if segment_size < 4096:
             raise ValueError(f"segment_size {segment_size} is below 4096 bytes")
         self.directory = Path(directory)
+        super().__init__(f"flush-{self.directory.parent.name}")
         self.segment_size = segment_size
         self.flush_interval = flush_interval
         # (starts, segments) replaced as a whole so readers never see the two out of step.
         self._index: tuple[list[int], list[_Segment]] = ([], [])
         self._retired: list[_Segment] = []
-        self._cond = threading.Condition()
         self._written = 0
         self._flushed = 0
         self._dirty: dict[int, _Segment] = {}
         self._dir_dirty = False
         self._waiters: list[tuple[int, DurableCallback]] = []
         self._last_flush = time.monotonic()
-        self._stopping = False
-        self._thread: threading.Thread | None = None
 
     # ------------------------------------------------------------ recovery
 
@@ -306,18 +305,12 @@ class CommitLog:
     # ------------------------------------------------------------ flushing
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name=f"flush-{self.directory.parent.name}",
-                                        daemon=True)
-        self._thread.start()
+        self.start_thread()
 
     def close(self) -> None:
-        with self._cond:
-            self._stopping = True
-            self._cond.notify_all()
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
-        else:
+        flusher = self._thread is not None
+        self.stop_thread()              # the flusher flushes what is left before it ends
+        if not flusher:
             self._flush_once()
         for seg in self._index[1] + self._retired:
             os.close(seg.fd)

@@ -1,0 +1,35 @@
+"""The background threads of the embedded broker (offset saver, commit-log flusher, long
+polling, delayed delivery) share one shape: a daemon thread whose ``_run`` waits on one
+condition until there is work or ``_stopping`` is set."""
+
+from __future__ import annotations
+
+import threading
+
+
+class ServiceThread:
+    """``start_thread()`` runs ``self._run`` on a daemon thread named ``thread_name``;
+    ``stop_thread()`` sets ``_stopping``, wakes every waiter of ``_cond`` and joins the
+    thread (for at most ``join_timeout`` seconds; None waits for it)."""
+
+    def __init__(self, thread_name: str, *, join_timeout: float | None = None) -> None:
+        self.thread_name = thread_name
+        self._join_timeout = join_timeout
+        self._cond = threading.Condition()
+        self._stopping = False
+        self._thread: threading.Thread | None = None
+
+    def start_thread(self) -> None:
+        self._thread = threading.Thread(target=self._run, name=self.thread_name, daemon=True)
+        self._thread.start()
+
+    def stop_thread(self) -> None:
+        with self._cond:
+            self._stopping = True
+            self._cond.notify_all()
+        if self._thread is not None:
+            self._thread.join(self._join_timeout)
+            self._thread = None
+
+    def _run(self) -> None:
+        raise NotImplementedError
