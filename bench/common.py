@@ -250,3 +250,57 @@ def sidecar_pid(runtime_dir: str | Path, timeout: float = 2.0) -> int | None:
         return None
     finally:
         channel.close()
+
+
+# ------------------------------------------------------------------ CPU by process
+
+_TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def _processes() -> dict[int, tuple[int, str, float]]:
+    """pid -> (parent pid, command line, CPU seconds of it and its reaped children)."""
+    out: dict[int, tuple[int, str, float]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                stat = f.read()
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()
+        ppid = int(fields[1])
+        ticks = sum(int(x) for x in fields[11:15])   # utime stime cutime cstime
+        out[int(entry)] = (ppid, cmd, ticks / _TICK)
+    return out
+
+
+def cpu_by_role(sidecar_dir: str) -> dict[str, float]:
+    """CPU seconds so far of this process's tree by role (broker, sidecar, Spark JVM, Python
+    workers, driver), for a run's breakdown: call before and after, subtract."""
+    procs = _processes()
+    mine = {os.getpid()}
+    changed = True
+    while changed:
+        changed = False
+        for pid, (ppid, _, _) in procs.items():
+            if ppid in mine and pid not in mine:
+                mine.add(pid)
+                changed = True
+    roles = {"broker": 0.0, "sidecar": 0.0, "Spark JVM": 0.0, "Python workers": 0.0, "driver (Python)": 0.0}
+    for pid, (_, cmd, cpu) in procs.items():
+        if sidecar_dir in cmd and "sidecar" in cmd:
+            roles["sidecar"] += cpu
+        elif pid not in mine:
+            continue
+        elif pid == os.getpid():
+            roles["driver (Python)"] += cpu
+        elif "rocketmq_spark.cli broker" in cmd:
+            roles["broker"] += cpu
+        elif cmd.split(" ", 1)[0].endswith("java"):
+            roles["Spark JVM"] += cpu
+        elif "pyspark.daemon" in cmd or "pyspark.worker" in cmd:
+            roles["Python workers"] += cpu
+    return roles

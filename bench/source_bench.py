@@ -31,7 +31,7 @@ import time
 import uuid
 from typing import Any
 
-from common import Timer, broker_process, table  # also puts the project root on sys.path
+from common import Timer, broker_process, cpu_by_role, table  # also puts the project root on sys.path
 
 from rocketmq_spark.client import ClientConfig, MQClient
 from rocketmq_spark.remoting.route import MessageQueue
@@ -211,8 +211,11 @@ def main(argv: list[str] | None = None) -> int:
             opts = {"pullBatchSize": args.pull_batch_size}
             run_noop(rocketmq_df(spark, addr, topics["warm"], **opts), f"{work}/warm-src")
             run_noop(rate_df(spark, 2_000), f"{work}/warm-rate")
+            before = cpu_by_role(sidecar_dir)
             results["rocketmq (orderly)"] = run_noop(rocketmq_df(spark, addr, topics["main"], **opts),
                                                      f"{work}/src")
+            after = cpu_by_role(sidecar_dir)
+            cpu = {role: after[role] - before[role] for role in after}
             results["rocketmq (concurrent, minPartitions=2)"] = run_noop(
                 rocketmq_df(spark, addr, topics["main"], consumeMode="concurrent", minPartitions=2,
                             **opts), f"{work}/src-concurrent")
@@ -239,6 +242,9 @@ def main(argv: list[str] | None = None) -> int:
     cpp = results["C++ pull consumer"]
     print(f"\nrocketmq / rate-micro-batch (rows/s, wall): {rate[0] / ours[0]:.3f}")
     print(f"rocketmq / C++ pull consumer (rows/s, wall): {cpp[0] / ours[0]:.3f}")
+    print("CPU seconds by process during the orderly run (2 cores = 2 s per wall second): " +
+          ", ".join(f"{role} {sec:.1f}" for role, sec in cpu.items()) +
+          f"; per message {sum(cpu.values()) / n * 1e6:,.0f} us")
     print()
     print(table([{"latency (ms)": k, "messages": len(v), "p50": pct(v, 50), "p99": pct(v, 99),
                   "max": max(v), "mean": statistics.fmean(v)} for k, v in

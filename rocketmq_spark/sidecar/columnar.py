@@ -65,9 +65,12 @@ class _Fallback(Exception):
 
 # ------------------------------------------------------------------ record walk
 
-def record_starts(data: bytes | bytearray | memoryview) -> list[int]:
-    """Start positions of the records of a pull body; raises on a size that does not fit."""
-    starts: list[int] = []
+def record_starts(data: bytes | bytearray | memoryview, base: int = 0,
+                  into: list[int] | None = None) -> list[int]:
+    """Start positions (plus ``base``) of the records of a pull body, appended to ``into``
+    when given; raises on a size that does not fit."""
+    starts: list[int] = [] if into is None else into
+    append = starts.append
     pos, n, unpack = 0, len(data), _SIZE.unpack_from
     while pos < n:
         if pos + 4 > n:
@@ -75,7 +78,7 @@ def record_starts(data: bytes | bytearray | memoryview) -> list[int]:
         (size,) = unpack(data, pos)
         if size < 4 or pos + size > n:
             raise RemoteProtocolError(f"stored message size {size} does not fit the data")
-        starts.append(pos)
+        append(base + pos)
         pos += size
     return starts
 
@@ -279,8 +282,7 @@ class BodyBatcher:
 
     def batches(self, bodies: Iterable[bytes]) -> Iterator[pa.RecordBatch]:
         for body in bodies:
-            base = len(self._buf)
-            self._starts.extend(base + s for s in record_starts(body))
+            record_starts(body, len(self._buf), self._starts)
             self._buf += body
             while len(self._starts) >= self.max_rows:
                 yield from self._decode(self.max_rows)
