@@ -17,17 +17,17 @@ import re
 import shutil
 import tempfile
 import threading
-from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
 
-from bench.common import file_sink_files, read_file_sink
+from bench.common import read_file_sink
 from rocketmq_spark.structs import Message
 from tests.cluster import ClusterHandle
 from tests.deploy import sidecars
+from tests.deploy.checks import assert_queue_order
 from tests.deploy.standalone import SparkStandalone, spark_submit
 from tests.spark_session import stop_sidecar
 
@@ -143,26 +143,6 @@ def _assert_once(table: Any, expected: dict[tuple[str, int], int], topic: str) -
                                f"unexpected {sorted(set(keys) - want)[:10]}")
 
 
-def _assert_queue_order(sink: Path) -> int:
-    """In every file the sink committed, each queue's rows are in offset order; returns
-    the number of files checked. (Orderly mode reads one partition per queue, and a
-    partition is written as one file in the order it was read.)"""
-    import pyarrow.parquet as pq
-
-    files = file_sink_files(sink)
-    checked = 0
-    for f in files:
-        t = pq.read_table(f, columns=["broker", "queue_id", "queue_offset"])
-        per_queue: dict[tuple[str, int], list[int]] = defaultdict(list)
-        for b, q, o in zip(*(t.column(c).to_pylist() for c in ("broker", "queue_id", "queue_offset"))):
-            per_queue[(b, q)].append(o)
-        for queue, offs in per_queue.items():
-            assert offs == sorted(offs), f"{f.name}: {queue} out of order: {offs[:20]}"
-            assert offs == list(range(offs[0], offs[0] + len(offs))), f"{f.name}: {queue} has gaps"
-        checked += 1
-    return checked
-
-
 def test_main_job_reads_every_order_once_in_queue_order(deployment: Deployment, rocketmq: ClusterHandle) -> None:
     out = deployment.job.stdout
     assert f"produced {JOB_MESSAGES} order events" in out
@@ -173,7 +153,7 @@ def test_main_job_reads_every_order_once_in_queue_order(deployment: Deployment, 
     assert sum(ends.values()) == JOB_MESSAGES
     sink = deployment.root / "job-out"
     _assert_once(read_file_sink(sink), ends, deployment.job_topic)
-    assert _assert_queue_order(sink) >= 1
+    assert assert_queue_order(sink) >= 1
 
 
 def test_orderly_and_concurrent_queries_read_every_message_once(deployment: Deployment) -> None:
@@ -188,7 +168,7 @@ def test_orderly_and_concurrent_queries_read_every_message_once(deployment: Depl
         bodies = {(b, q, o): body for (_, b, q, o), body in zip(_keys(table), table.column("body").to_pylist())}
         assert all(bodies[(b, q, o)] == sent[o] for (b, q), sent in deployment.query_sent.items()
                    for o in range(len(sent))), f"{mode}: a body does not match what was sent"
-    assert _assert_queue_order(deployment.root / "queries" / "orderly") >= 1
+    assert assert_queue_order(deployment.root / "queries" / "orderly") >= 1
 
 
 def test_each_host_started_one_sidecar_and_both_served_reads(deployment: Deployment) -> None:

@@ -22,9 +22,10 @@ from typing import Iterator
 
 import pytest
 
-from bench.chaos import Rig, covers
-from bench.common import batch_end_offsets, committed_batches, committed_end, sidecar_pid
+from bench.chaos import Rig
+from bench.common import batch_end_offsets, committed_batches, sidecar_pid
 from tests.deploy import sidecars
+from tests.deploy.checks import assert_invariants, wait
 
 LOCK_EXPIRY = 60.0      # seconds a broker keeps the lock of a client that stopped renewing
 
@@ -39,30 +40,6 @@ def rig() -> Iterator[Rig]:
     finally:
         r.close()
         shutil.rmtree(work, ignore_errors=True)
-
-
-def _wait(pred, timeout: float, what: str):  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while True:
-        got = pred()
-        if got:
-            return got
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
-        time.sleep(0.05)
-
-
-def _assert_invariants(rig: Rig) -> None:
-    """Everything acknowledged so far is committed, in the sink exactly once, and the
-    broker's group offsets are not ahead of the checkpoint."""
-    acked = rig.producer.acked()
-    rig.wait_caught_up(acked, 120)
-    c = rig.check(acked)
-    assert covers(committed_end(rig.driver.checkpoint), acked)
-    assert c.lost == 0, f"{c.lost} acknowledged messages are missing from the sink"
-    assert c.duplicated == 0, f"{c.duplicated} rows are duplicates"
-    assert c.broker_ahead == 0, "the group's offsets on the broker passed the checkpoint"
-    assert c.rows >= len(acked)
 
 
 def _advanced_everywhere_after(rig: Rig, t_wall: float) -> bool:
@@ -89,7 +66,7 @@ def test_sidecar_killed_mid_batch_is_replaced_and_the_query_goes_on(rig: Rig) ->
     os.kill(old, signal.SIGKILL)
 
     # the next use (a task's pull or the driver's next call) spawns exactly one new sidecar
-    new = _wait(lambda: (p := sidecar_pid(d)) not in (None, old) and p, 60, "a new sidecar")
+    new = wait(lambda: (p := sidecar_pid(d)) not in (None, old) and p, 60, "a new sidecar")
     t_up = time.time()
     assert sidecars.started_pids(d) == spawned_before + [new]
 
@@ -104,7 +81,7 @@ def test_sidecar_killed_mid_batch_is_replaced_and_the_query_goes_on(rig: Rig) ->
     # the query went on in the same driver (failed tasks, if a pull was cut, were retried)
     assert rig.driver.alive() and rig.driver.starts == driver_starts
     print(f"sidecar kill: {rig.driver.task_failures() - failed_before} task(s) failed and were retried")
-    _assert_invariants(rig)
+    assert_invariants(rig)
 
 
 def test_broker_killed_and_restarted_on_its_data_loses_nothing(rig: Rig) -> None:
@@ -131,4 +108,4 @@ def test_broker_killed_and_restarted_on_its_data_loses_nothing(rig: Rig) -> None
     rig.wait_caught_up(before, 120)
     print(f"broker kill: the query {'failed and was restarted' if failed else 'waited'}; "
           f"{rig.producer.failures} sends failed meanwhile")
-    _assert_invariants(rig)
+    assert_invariants(rig)
