@@ -9,6 +9,9 @@ auto-started sidecar in a private directory:
 
 * ``rocketmq``: the N messages read with Trigger.AvailableNow into ``format("noop")``;
 * ``rate-micro-batch``: Spark's own rate source, N rows in one AvailableNow batch, same sink;
+* ``Python source, prebuilt Arrow``: a Python streaming data source with the same schema
+  whose ``read()`` only yields batches built in advance (``ceiling_source.py``): what
+  Spark's Python Data Source API costs by itself, the ceiling for any Python source;
 * ``C++ pull``: the C++ client (``rocketmq==0.4.4``) pulling the same N messages, 32 per
   pull, queue by queue (each message copied into Python by the test harness);
 * latency: a processing-time query (trigger every MS) with ``foreachBatch`` while messages
@@ -16,7 +19,8 @@ auto-started sidecar in a private directory:
   row minus the message's born (client) / store (broker) timestamp.
 
 Each Spark query is run once on a small warm-up first (JVM, Python workers, sidecar), so
-the figures are steady-state. Prints a table and the ratios.
+the figures are steady-state. Prints a table, the ratios, and the CPU seconds each process
+(broker, sidecar, Spark JVM, Python workers) spent on the orderly run.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ import time
 import uuid
 from typing import Any
 
+from ceiling_source import ceiling_df
 from common import Timer, broker_process, cpu_by_role, table  # also puts the project root on sys.path
 
 from rocketmq_spark.client import ClientConfig, MQClient
@@ -220,6 +225,8 @@ def main(argv: list[str] | None = None) -> int:
                 rocketmq_df(spark, addr, topics["main"], consumeMode="concurrent", minPartitions=2,
                             **opts), f"{work}/src-concurrent")
             results["rate-micro-batch"] = run_noop(rate_df(spark, n), f"{work}/rate")
+            run_noop(ceiling_df(spark, 2_000), f"{work}/warm-ceiling")
+            results["Python source, prebuilt Arrow"] = run_noop(ceiling_df(spark, n), f"{work}/ceiling")
             cpp_seconds = cpp_pull_all(addr, topics["main"], n)
             results["C++ pull consumer"] = (cpp_seconds, n, cpp_seconds)
             lat = latency(spark, mq, addr, topics["lat"], queues["lat"], args.rate, args.seconds,
@@ -240,7 +247,11 @@ def main(argv: list[str] | None = None) -> int:
     ours = results["rocketmq (orderly)"]
     rate = results["rate-micro-batch"]
     cpp = results["C++ pull consumer"]
+    ceiling = results["Python source, prebuilt Arrow"]
     print(f"\nrocketmq / rate-micro-batch (rows/s, wall): {rate[0] / ours[0]:.3f}")
+    print(f"Python source with prebuilt Arrow batches / rate-micro-batch (rows/s, wall): "
+          f"{rate[0] / ceiling[0]:.3f}  (the most a Python streaming source gets here)")
+    print(f"rocketmq / Python source with prebuilt Arrow batches (rows/s, wall): {ceiling[0] / ours[0]:.3f}")
     print(f"rocketmq / C++ pull consumer (rows/s, wall): {cpp[0] / ours[0]:.3f}")
     print("CPU seconds by process during the orderly run (2 cores = 2 s per wall second): " +
           ", ".join(f"{role} {sec:.1f}" for role, sec in cpu.items()) +

@@ -1,0 +1,79 @@
+"""What Spark's Python Data Source API costs by itself: a streaming source with the
+``rocketmq`` schema whose ``read()`` only yields record batches built in advance (one per
+partition, repeated), so no broker, no sidecar and no decoding is involved. Its rows/s is
+the most any Python streaming source with this schema can reach on the machine;
+``source_bench.py`` compares ours with it and with Spark's ``rate`` source."""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+
+PARTITIONS = 4
+BATCH_ROWS = 4096
+
+
+class _Reader(DataSourceStreamReader):
+    def __init__(self, rows: int) -> None:
+        self.rows = rows
+
+    def initialOffset(self) -> dict:
+        return {"batch": 0}
+
+    def latestOffset(self) -> dict:
+        return {"batch": 1}
+
+    def partitions(self, start: dict, end: dict) -> list[InputPartition]:
+        if start["batch"] >= end["batch"]:
+            return []
+        share = self.rows // PARTITIONS
+        return [InputPartition((i, share + (self.rows % PARTITIONS if i == 0 else 0))) for i in range(PARTITIONS)]
+
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        import pyarrow as pa
+
+        from rocketmq_spark.sidecar.arrow import SOURCE_SCHEMA, TIMESTAMP
+
+        index, rows = partition.value
+        n = min(BATCH_ROWS, rows)
+        ids = [f"{index:08X}{i:024X}" for i in range(n)]
+        ts = pa.array([1_700_000_000_000_000] * n, TIMESTAMP)
+        batch = pa.RecordBatch.from_arrays([
+            pa.array(["bench"] * n), pa.array(["broker-a"] * n), pa.array([index] * n, pa.int32()),
+            pa.array(range(n), pa.int64()), pa.array(ids), pa.array(ids),
+            pa.array([None] * n, pa.string()), pa.array([None] * n, pa.string()),
+            pa.array([b"x" * 32] * n, pa.binary()),
+            pa.array([[("UNIQ_KEY", u), ("WAIT", "true")] for u in ids], SOURCE_SCHEMA.field("properties").type),
+            ts, ts, pa.array(["127.0.0.1:5555"] * n), pa.array(["127.0.0.1:10911"] * n),
+            pa.array([0] * n, pa.int32())], schema=SOURCE_SCHEMA)
+        while rows > 0:
+            yield batch.slice(0, min(rows, n))
+            rows -= n
+
+    def commit(self, end: dict) -> None:
+        pass
+
+
+class CeilingSource(DataSource):
+    @classmethod
+    def name(cls) -> str:
+        return "bench-python-ceiling"
+
+    def schema(self) -> Any:
+        from rocketmq_spark.spark.schema import SOURCE_SCHEMA_SPARK
+
+        return SOURCE_SCHEMA_SPARK
+
+    def streamReader(self, schema: Any) -> DataSourceStreamReader:
+        return _Reader(int(self.options.get("rows", "0")))
+
+
+def ceiling_df(spark: Any, rows: int) -> Any:
+    import sys
+
+    from pyspark import cloudpickle  # ship this module by value: workers need not import bench/
+
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    spark.dataSource.register(CeilingSource)
+    return spark.readStream.format(CeilingSource.name()).option("rows", rows).load()
