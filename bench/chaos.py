@@ -43,7 +43,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -85,19 +85,25 @@ def drive(argv: list[str]) -> int:
              .config("spark.python.worker.reuse", "true")
              .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
              .getOrCreate())
+    run_query(spark, args.namesrv, args.checkpoint, args.out, args.trigger_ms, args.pull_batch_size)
+    return 0
+
+
+def run_query(spark: Any, namesrv: str, checkpoint: str, out: str, trigger_ms: int,
+              pull_batch_size: int) -> None:
+    """The orderly query of TOPIC into parquet, until the process is killed."""
     spark.sparkContext.setLogLevel("WARN")     # keeps "Lost task ..." (a task failed) in the log
-    df = (spark.readStream.format("rocketmq").option("nameServer", args.namesrv)
+    df = (spark.readStream.format("rocketmq").option("nameServer", namesrv)
           .option("topic", TOPIC).option("consumerGroup", GROUP).option("consumeMode", "orderly")
           .option("lockOwner", LOCK_OWNER).option("startingOffsets", "earliest")
-          .option("queueRefreshIntervalMs", "1000").option("pullBatchSize", str(args.pull_batch_size))
+          .option("queueRefreshIntervalMs", "1000").option("pullBatchSize", str(pull_batch_size))
           .load())
     q = (df.select("topic", "broker", "queue_id", "queue_offset", "body")
-         .writeStream.format("parquet").option("path", args.out)
-         .option("checkpointLocation", args.checkpoint)
-         .trigger(processingTime=f"{args.trigger_ms} milliseconds").start())
+         .writeStream.format("parquet").option("path", out)
+         .option("checkpointLocation", checkpoint)
+         .trigger(processingTime=f"{trigger_ms} milliseconds").start())
     print("STARTED", flush=True)
     q.awaitTermination()
-    return 0
 
 
 class Driver:

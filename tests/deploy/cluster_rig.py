@@ -26,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from bench.chaos import GROUP, LOCK_OWNER, TOPIC, Driver, Producer, Rig  # noqa: E402
+from bench.chaos import Driver, Producer, Rig, run_query  # noqa: E402
 from bench.common import committed_batches  # noqa: E402
 from tests.deploy import sidecars  # noqa: E402
 from tests.deploy.standalone import FAST_JVM, SPARK_SUBMIT, _base_env  # noqa: E402
@@ -50,18 +50,7 @@ def drive(argv: list[str]) -> int:
     from pyspark.sql import SparkSession
 
     spark = SparkSession.builder.appName("rocketmq-executor-kill").getOrCreate()
-    spark.sparkContext.setLogLevel("WARN")     # keeps "Lost executor" / "Lost task" in the log
-    df = (spark.readStream.format("rocketmq").option("nameServer", args.namesrv)
-          .option("topic", TOPIC).option("consumerGroup", GROUP).option("consumeMode", "orderly")
-          .option("lockOwner", LOCK_OWNER).option("startingOffsets", "earliest")
-          .option("queueRefreshIntervalMs", "1000").option("pullBatchSize", str(args.pull_batch_size))
-          .load())
-    q = (df.select("topic", "broker", "queue_id", "queue_offset", "body")
-         .writeStream.format("parquet").option("path", args.out)
-         .option("checkpointLocation", args.checkpoint)
-         .trigger(processingTime=f"{args.trigger_ms} milliseconds").start())
-    print("STARTED", flush=True)
-    q.awaitTermination()
+    run_query(spark, args.namesrv, args.checkpoint, args.out, args.trigger_ms, args.pull_batch_size)
     return 0
 
 
