@@ -1,4 +1,6 @@
-"""Every MQClient operation against the embedded cluster (real NameServer + broker, port 0)."""
+"""Every MQClient operation against a real cluster: the session's ``rocketmq`` fixture (the
+embedded cluster, port 0, or the one at ``$ROCKETMQ_NAMESRV``). Each test's topic lives on
+one master, so queue ids 0..3 and offsets from 0 are the test's own."""
 
 from __future__ import annotations
 
@@ -6,26 +8,27 @@ import itertools
 import socket
 import threading
 import time
+import uuid
 import zlib
 
 import pytest
 
 from rocketmq_spark.client import ClientConfig, MQClient
-from rocketmq_spark.embedded import EmbeddedCluster
 from rocketmq_spark.errors import BrokerError
 from rocketmq_spark.remoting.bodies import ConsumerData, SubscriptionData
 from rocketmq_spark.remoting.codes import RequestCode
 from rocketmq_spark.remoting.route import MessageQueue
 from rocketmq_spark.structs import Message, PullStatus
 from tests.client.fake_server import wait_for
+from tests.cluster import ClusterHandle
 
 _names = itertools.count()
+_RUN = uuid.uuid4().hex[:6]
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    with EmbeddedCluster(tmp_path_factory.mktemp("embedded"), brokers=1, namesrv_port=0) as c:
-        yield c
+def cluster(rocketmq: ClusterHandle) -> ClusterHandle:
+    return rocketmq
 
 
 @pytest.fixture
@@ -36,13 +39,19 @@ def client(cluster):
 
 
 def fresh(prefix: str = "t") -> str:
-    return f"client_{prefix}_{next(_names)}_{int(time.time() * 1000) % 100000}"
+    return f"client_{prefix}_{_RUN}_{next(_names)}"
 
 
 @pytest.fixture
-def topic(client: MQClient) -> str:
+def master(client: MQClient) -> str:
+    """The broker name every test topic is created on (the cluster's first master)."""
+    return sorted(client.cluster_brokers())[0]
+
+
+@pytest.fixture
+def topic(client: MQClient, master: str) -> str:
     name = fresh()
-    client.create_topic(name, queues=4)
+    client.create_topic(name, queues=4, brokers=[master])
     wait_for(lambda: _has_route(client, name), 10, "route of the new topic")
     return name
 
@@ -58,13 +67,12 @@ def wait_max(client: MQClient, mq: MessageQueue, at_least: int) -> None:
     wait_for(lambda: client.max_offset(mq) >= at_least, 10, f"max offset {at_least} of {mq}")
 
 
-def test_admin_view_of_the_cluster(client: MQClient, topic: str) -> None:
+def test_admin_view_of_the_cluster(client: MQClient, topic: str, master: str) -> None:
     brokers = client.cluster_brokers()
-    assert len(brokers) == 1
-    (name, addr), = brokers.items()
-    assert client.master_addr(topic, name) == addr
+    assert master in brokers and all(addr for addr in brokers.values())
+    assert client.master_addr(topic, master) == brokers[master]
     assert topic in client.topic_list()
-    assert client.publish_queues(topic) == [MessageQueue(topic, name, i) for i in range(4)]
+    assert client.publish_queues(topic) == [MessageQueue(topic, master, i) for i in range(4)]
 
 
 def test_send_and_pull_one_message(client: MQClient, topic: str) -> None:
@@ -220,7 +228,7 @@ def test_topic_stats_runtime_info_and_raw_invoke(client: MQClient, topic: str) -
     stats = client.topic_stats(topic)
     assert set(stats) == set(client.subscribe_queues(topic))
     assert (stats[mq].min_offset, stats[mq].max_offset) == (0, 1)
-    (addr,) = client.cluster_brokers().values()
+    addr = client.master_addr(topic, mq.broker_name)
     assert isinstance(client.broker_runtime_info(addr), dict)
     configs = client.invoke(addr, RequestCode.GET_ALL_TOPIC_CONFIG)
     assert topic.encode() in configs.body
@@ -229,27 +237,22 @@ def test_topic_stats_runtime_info_and_raw_invoke(client: MQClient, topic: str) -
     assert info.value.code == 3 and info.value.address == addr
 
 
-@pytest.fixture(scope="module")
-def cluster2(tmp_path_factory):
-    with EmbeddedCluster(tmp_path_factory.mktemp("embedded2"), brokers=2, namesrv_port=0) as c:
-        yield c
-
-
-def test_two_brokers_locks_stats_and_heartbeat_per_master(cluster2) -> None:
-    c = MQClient(ClientConfig.parse(cluster2.namesrv_addr, request_timeout=5.0))
+def test_every_master_locks_stats_and_heartbeat_per_master(cluster) -> None:
+    c = MQClient(ClientConfig.parse(cluster.namesrv_addr, request_timeout=5.0))
     try:
         topic, group = fresh(), fresh("g")
+        masters = c.cluster_brokers()
         c.create_topic(topic, queues=2)
-        wait_for(lambda: len(_queues(c, topic)) == 4, 10, "route over both brokers")
+        wait_for(lambda: len(_queues(c, topic)) == 2 * len(masters), 10, "route over every master")
         queues = c.subscribe_queues(topic)
-        assert {q.broker_name for q in queues} == set(cluster2.broker_addrs)
+        assert {q.broker_name for q in queues} == set(masters)
         assert c.lock_batch(group, "A", queues) == frozenset(queues)
         assert c.lock_batch(group, "B", queues) == frozenset()
         c.unlock_batch(group, "A", queues)
         assert c.lock_batch(group, "B", queues) == frozenset(queues)
         for q in queues:
             c.update_consumer_offset(group, q, 0)
-        sent = [c.send(Message(topic, b"x")) for _ in range(8)]
+        sent = [c.send(Message(topic, b"x")) for _ in range(2 * len(queues))]
         assert {r.queue for r in sent} == set(queues)
         for q in queues:
             wait_max(c, q, 2)
@@ -258,7 +261,7 @@ def test_two_brokers_locks_stats_and_heartbeat_per_master(cluster2) -> None:
         assert all(w.broker_offset == 2 and w.consumer_offset == 0 for w in stats.offset_table.values())
         c.heartbeat(consumers=[ConsumerData(group, subscriptions=(SubscriptionData(topic),))])
         assert c.consumer_list(group, topic) == (c.config.client_id,)
-        for addr in cluster2.broker_addrs.values():   # the heartbeat reached every master
+        for addr in masters.values():   # the heartbeat reached every master
             body = c.invoke(addr, RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": group}).body
             assert c.config.client_id.encode() in body
     finally:

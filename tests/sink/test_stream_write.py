@@ -60,11 +60,12 @@ def test_a_topic_copied_through_spark_keeps_bodies_and_per_key_order(spark, rock
     source = rocketmq.create_topic("sink_copy_src", queues=2)
     target = rocketmq.create_topic("sink_copy_dst", queues=2)
     queues = sorted(rocketmq.admin.publish_queues(source, refresh=True))
-    sent = []
-    for i in range(40):                       # key i % 4 always on the same source queue
-        body = binary(f"copy-{i}")
-        rocketmq.admin.send(Message(source, body, tags="src", keys=f"key-{i % 4}"), queue=queues[i % 4])
-        sent.append((f"key-{i % 4}", body))
+    sent, offsets = [], []
+    for i in range(40):                       # key k always on source queue k (one key per queue)
+        key, body = i % len(queues), binary(f"copy-{i}")
+        r = rocketmq.admin.send(Message(source, body, tags="src", keys=f"key-{key}"), queue=queues[key])
+        sent.append((f"key-{key}", body))
+        offsets.append(r.queue_offset)
 
     df = (spark.readStream.format("rocketmq").option("nameServer", rocketmq.namesrv_addr)
           .option("topic", source).option("consumerGroup", rocketmq.unique("copy"))
@@ -77,7 +78,7 @@ def test_a_topic_copied_through_spark_keeps_bodies_and_per_key_order(spark, rock
     got = [m for msgs in stored.values() for m in msgs]
     assert sorted(m.payload() for m in got) == sorted(b for _, b in sent)
     assert {m.tags for m in got} == {"copied"}
-    assert sorted(int(m.properties["source_offset"]) for m in got) == sorted(list(range(10)) * 4)
+    assert sorted(int(m.properties["source_offset"]) for m in got) == sorted(offsets)
     for key in {k for k, _ in sent}:
         on = [(q, m) for q, msgs in stored.items() for m in msgs if m.keys == key]
         assert len({q for q, _ in on}) == 1, f"{key} spread over several queues"

@@ -1,7 +1,8 @@
-"""Fixtures of the Spark tests: an embedded RocketMQ cluster, a client on it and unique
-names. The one local[2] SparkSession (``spark``) and the auto-started sidecar in a private
-temporary directory (``sidecar_dir``) are session fixtures of tests/conftest.py, shared
-with the other Spark test packages (see tests/spark_session.py).
+"""Fixtures of the Spark tests: the session's RocketMQ cluster, a client on it and unique
+names. The cluster (``rocketmq``: embedded, or the one at ``$ROCKETMQ_NAMESRV``), the one
+local[2] SparkSession (``spark``) and the auto-started sidecar in a private temporary
+directory (``sidecar_dir``) are session fixtures of tests/conftest.py, shared with the
+other Spark test packages (see tests/spark_session.py).
 """
 
 from __future__ import annotations
@@ -11,15 +12,13 @@ from typing import Callable
 
 import pytest
 
+from tests.cluster import ClusterHandle
 from tests.spark_session import ENV_DIR  # noqa: F401 - where other conftests look for it
 
 
 @pytest.fixture(scope="session")
-def cluster(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
-    from rocketmq_spark.embedded import EmbeddedCluster
-
-    with EmbeddedCluster(tmp_path_factory.mktemp("rocketmq"), namesrv_port=0) as c:
-        yield c
+def cluster(rocketmq: ClusterHandle) -> ClusterHandle:
+    return rocketmq
 
 
 @pytest.fixture(scope="session")

@@ -29,9 +29,23 @@ def body_for(i: int, salt: str = "") -> bytes:
     return head + bytes([(i * 7 + k) % 256 for k in range(i % 50)]) + b"\x00\xff"
 
 
-def create_topic(mq: Any, topic: str, queues: int) -> list[MessageQueue]:
-    mq.create_topic(topic, queues=queues)
-    return sorted(mq.publish_queues(topic, refresh=True))
+def create_topic(mq: Any, topic: str, queues: int, *, every_master: bool = False) -> list[MessageQueue]:
+    """``topic`` with ``queues`` queues on the cluster's first master (the tests' offset
+    arithmetic counts on exactly that many), or on every master with ``every_master``; its
+    queues, sorted, once the NameServer routes all of them."""
+    masters = sorted(mq.cluster_brokers())
+    on = masters if every_master else masters[:1]
+    mq.create_topic(topic, queues=queues, brokers=on)
+    want = queues * len(on)
+
+    def routed() -> list[MessageQueue] | None:
+        try:
+            got = sorted(mq.publish_queues(topic, refresh=True))
+        except Exception:  # noqa: BLE001 - not routed yet
+            return None
+        return got if len(got) == want else None
+
+    return wait_until(routed, 30, f"the route of {topic} with {want} queues")
 
 
 def produce(mq: Any, queues: list[MessageQueue], count: int, *, salt: str = "",

@@ -1,5 +1,6 @@
-"""readStream.format("rocketmq") for real: the embedded cluster, the auto-started sidecar
-and Spark local[2], through Trigger.AvailableNow queries."""
+"""readStream.format("rocketmq") for real: the session's cluster (embedded, or the one at
+$ROCKETMQ_NAMESRV), the auto-started sidecar and Spark local[2], through Trigger.AvailableNow
+queries."""
 
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ def committed(mq, group, queues):
 
 def test_orderly_exactly_once_bytes_and_order_then_resume(spark, cluster, mq, names, tmp_path):
     topic, group = names("t"), names("g")
-    queues = create_topic(mq, topic, 4)
+    queues = create_topic(mq, topic, 4, every_master=True)   # 4 queues on each master
     sent = produce(mq, queues, 120, salt="a")
     out, ck = str(tmp_path / "out"), str(tmp_path / "ck")
 
@@ -53,10 +54,10 @@ def test_orderly_exactly_once_bytes_and_order_then_resume(spark, cluster, mq, na
     assert len(files) == len(queues)
     for f in files:
         t = pq.read_table(f).to_pydict()
-        assert len(set(t["queue_id"])) == 1, f"{f.name} holds rows of several queues"
-        qid = t["queue_id"][0]
+        assert len(set(zip(t["broker"], t["queue_id"]))) == 1, f"{f.name} holds rows of several queues"
+        broker, qid = t["broker"][0], t["queue_id"][0]
         assert t["queue_offset"] == list(range(len(t["queue_offset"])))
-        assert t["body"] == [s.body for s in sent if s.queue.queue_id == qid]
+        assert t["body"] == [s.body for s in sent if (s.queue.broker_name, s.queue.queue_id) == (broker, qid)]
 
     # the end offsets are each queue's max, and the group committed them on the broker
     end = from_json(end_offsets(q))
