@@ -226,7 +226,10 @@ def main(argv: list[str] | None = None) -> int:
                             **opts), f"{work}/src-concurrent")
             results["rate-micro-batch"] = run_noop(rate_df(spark, n), f"{work}/rate")
             run_noop(ceiling_df(spark, 2_000), f"{work}/warm-ceiling")
+            before = cpu_by_role(sidecar_dir)
             results["Python source, prebuilt Arrow"] = run_noop(ceiling_df(spark, n), f"{work}/ceiling")
+            after = cpu_by_role(sidecar_dir)
+            cpu_ceiling = {role: after[role] - before[role] for role in after}
             cpp_seconds = cpp_pull_all(addr, topics["main"], n)
             results["C++ pull consumer"] = (cpp_seconds, n, cpp_seconds)
             lat = latency(spark, mq, addr, topics["lat"], queues["lat"], args.rate, args.seconds,
@@ -256,6 +259,8 @@ def main(argv: list[str] | None = None) -> int:
     print("CPU seconds by process during the orderly run (2 cores = 2 s per wall second): " +
           ", ".join(f"{role} {sec:.1f}" for role, sec in cpu.items()) +
           f"; per message {sum(cpu.values()) / n * 1e6:,.0f} us")
+    print("CPU seconds by process during the prebuilt-Arrow Python source's run: " +
+          ", ".join(f"{role} {sec:.1f}" for role, sec in cpu_ceiling.items() if sec >= 0.05))
     print()
     print(table([{"latency (ms)": k, "messages": len(v), "p50": pct(v, 50), "p99": pct(v, 99),
                   "max": max(v), "mean": statistics.fmean(v)} for k, v in

@@ -271,8 +271,9 @@ class Transport:
     def _prepare(self, cmd: RemotingCommand, *, oneway: bool) -> RemotingCommand:
         if self._closed:
             raise TransportError("the client is closed")
-        flag = (cmd.flag | FLAG_ONEWAY) if oneway else (cmd.flag & ~FLAG_ONEWAY)
-        cmd = replace(cmd, flag=flag & ~FLAG_RESPONSE)
+        flag = ((cmd.flag | FLAG_ONEWAY) if oneway else (cmd.flag & ~FLAG_ONEWAY)) & ~FLAG_RESPONSE
+        if flag != cmd.flag:
+            cmd = replace(cmd, flag=flag)
         return self.rpc_hook(cmd) if self.rpc_hook else cmd
 
     def _next_opaque(self) -> int:
