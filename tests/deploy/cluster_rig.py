@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from bench.chaos import Driver, Producer, Rig, run_query  # noqa: E402
 from bench.common import committed_batches  # noqa: E402
 from tests.deploy import sidecars  # noqa: E402
-from tests.deploy.standalone import FAST_JVM, SPARK_SUBMIT, _base_env  # noqa: E402
+from tests.deploy.standalone import base_env, submit_command  # noqa: E402
 
 EXECUTOR_CLASS = "org.apache.spark.executor.CoarseGrainedExecutorBackend"
 _RUNNING = re.compile(r"Running task \S+ in stage \S+ \(TID (\d+)\)")
@@ -66,26 +66,11 @@ class ClusterDriver(Driver):
     def start(self) -> None:
         local = self.work / "spark-local"
         local.mkdir(parents=True, exist_ok=True)
-        settings = {
-            "spark.ui.enabled": "false",
-            "spark.local.dir": str(local),
-            "spark.pyspark.python": sys.executable,
-            "spark.pyspark.driver.python": sys.executable,
-            "spark.executor.memory": "512m",
-            "spark.driver.memory": "512m",
-            "spark.python.worker.reuse": "true",
-            "spark.sql.shuffle.partitions": "2",
-            "spark.sql.session.timeZone": "UTC",
-            "spark.driver.extraJavaOptions": f"-Dlog4j2.level=WARN {FAST_JVM}",
-            "spark.executor.extraJavaOptions": FAST_JVM,
-        }
-        cmd = [str(SPARK_SUBMIT), "--master", self.master_url, "--deploy-mode", "client"]
-        for k, v in settings.items():
-            cmd += ["--conf", f"{k}={v}"]
-        cmd += [str(Path(__file__).resolve()), "drive", "--namesrv", self.namesrv,
-                "--checkpoint", str(self.checkpoint), "--out", str(self.out),
-                "--trigger-ms", str(self.trigger_ms), "--pull-batch-size", str(self.pull_batch_size)]
-        env = {**_base_env(), "ROCKETMQ_SPARK_SIDECAR_DIR": str(self.sidecar_dir)}
+        cmd = submit_command(self.master_url, Path(__file__).resolve(), [
+            "drive", "--namesrv", self.namesrv, "--checkpoint", str(self.checkpoint),
+            "--out", str(self.out), "--trigger-ms", str(self.trigger_ms),
+            "--pull-batch-size", str(self.pull_batch_size)], local_dir=local)
+        env = {**base_env(), "ROCKETMQ_SPARK_SIDECAR_DIR": str(self.sidecar_dir)}
         with open(self.log, "ab") as out:
             out.write(f"\n==== driver start {self.starts + 1} ====\n".encode())
             out.flush()

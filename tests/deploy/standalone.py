@@ -56,7 +56,7 @@ def _wait_for_log(proc: subprocess.Popen, log: Path, pattern: re.Pattern[str] | 
         time.sleep(0.1)
 
 
-def _base_env() -> dict[str, str]:
+def base_env() -> dict[str, str]:
     env = dict(os.environ)
     # Spark finds format("rocketmq") by scanning the Python path for pyspark_* modules, which
     # an editable install does not put there: the checkout goes on PYTHONPATH (a deployment
@@ -94,7 +94,7 @@ class SparkStandalone:
 
     def start(self) -> "SparkStandalone":
         self.root.mkdir(parents=True, exist_ok=True)
-        env = _base_env()
+        env = base_env()
         # no REST submission server (it wants the fixed port 6066)
         env["SPARK_MASTER_OPTS"] = "-Dspark.master.rest.enabled=false"
         try:
@@ -109,7 +109,7 @@ class SparkStandalone:
                 local = self.root / name / "local"
                 work.mkdir(parents=True, exist_ok=True)
                 local.mkdir(parents=True, exist_ok=True)
-                wenv = {**_base_env(), "SPARK_WORKER_DIR": str(work), "SPARK_LOCAL_DIRS": str(local),
+                wenv = {**base_env(), "SPARK_WORKER_DIR": str(work), "SPARK_LOCAL_DIRS": str(local),
                         **extra}
                 self._launch(name, [WORKER_CLASS, "--host", "127.0.0.1", "--port", "0",
                                     "--webui-port", "0", "--cores", str(self.cores),
@@ -157,11 +157,9 @@ def _stop_group(proc: subprocess.Popen, timeout: float = 20.0) -> None:
             continue
 
 
-def spark_submit(master_url: str, script: Path, args: list[str], *, env: Mapping[str, str],
-                 local_dir: Path, conf: Mapping[str, str] | None = None,
-                 timeout: float = 300.0) -> subprocess.CompletedProcess[str]:
-    """``spark-submit --master MASTER_URL SCRIPT ARGS`` in client deploy mode (the driver runs
-    here, in a process of its own with ``env``); returns the finished process."""
+def submit_command(master_url: str, script: Path, args: list[str], *, local_dir: Path,
+                   conf: Mapping[str, str] | None = None) -> list[str]:
+    """The ``spark-submit`` command line (client deploy mode) with this suite's settings."""
     settings = {
         "spark.ui.enabled": "false",
         "spark.local.dir": str(local_dir),
@@ -182,8 +180,16 @@ def spark_submit(master_url: str, script: Path, args: list[str], *, env: Mapping
     cmd = [str(SPARK_SUBMIT), "--master", master_url, "--deploy-mode", "client"]
     for k, v in settings.items():
         cmd += ["--conf", f"{k}={v}"]
-    cmd += [str(script), *args]
-    full_env = {**_base_env(), **env}
+    return cmd + [str(script), *args]
+
+
+def spark_submit(master_url: str, script: Path, args: list[str], *, env: Mapping[str, str],
+                 local_dir: Path, conf: Mapping[str, str] | None = None,
+                 timeout: float = 300.0) -> subprocess.CompletedProcess[str]:
+    """``spark-submit --master MASTER_URL SCRIPT ARGS`` in client deploy mode (the driver runs
+    here, in a process of its own with ``env``); returns the finished process."""
+    cmd = submit_command(master_url, script, args, local_dir=local_dir, conf=conf)
+    full_env = {**base_env(), **env}
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=full_env, cwd=local_dir, start_new_session=True)
     try:

@@ -13,8 +13,8 @@ from typing import Iterator
 import pytest
 
 from tests.cluster import ClusterHandle
-from tests.cppclient import CppClientError, CppProducer, isolate_home
-from tests.interop.helpers import wait_until
+from tests.cppclient import CppProducer, isolate_home
+from tests.interop.helpers import warm_up
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -34,16 +34,6 @@ def cpp_producer(rocketmq: ClusterHandle, cpp_home: Path) -> Iterator[CppProduce
     topic on every broker and repeated until they pass, get past that before any test sends.
     """
     with CppProducer(rocketmq.namesrv_addr, rocketmq.unique("cpp_pg"), send_timeout_ms=5000) as producer:
-        topic = rocketmq.create_topic("cpp_warmup", queues=1)
-        queues = len(rocketmq.admin.publish_queues(topic, refresh=True))
-
-        def sent(arg: int) -> bool:
-            try:
-                producer.send_orderly(topic, b"warm-up", sharding_arg=arg)
-                return True
-            except CppClientError:
-                return False
-
-        for arg in range(queues):
-            wait_until(lambda: sent(arg), timeout=10.0, what=f"a warm-up send to queue #{arg} of {topic}")
+        warm_up(producer, rocketmq)
         yield producer
+

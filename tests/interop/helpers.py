@@ -17,6 +17,7 @@ from rocketmq_spark.remoting.message import MessageExt
 from rocketmq_spark.remoting.route import MessageQueue
 from rocketmq_spark.structs import PullStatus
 from tests.cluster import ClusterHandle
+from tests.cppclient import CppClientError, CppProducer
 
 T = TypeVar("T")
 
@@ -94,3 +95,20 @@ def single(messages: Iterable[MessageExt], body: bytes) -> MessageExt:
 def same_bodies(got: Iterable[bytes], want: Iterable[bytes]) -> bool:
     """Equal as multisets (every body exactly as often as sent)."""
     return Counter(list(got)) == Counter(list(want))  # list(): a dict's keys, not its values
+
+
+def warm_up(producer: CppProducer, rocketmq: ClusterHandle) -> None:
+    """Warm-up sends, one per queue of a topic on every broker, repeated until they pass
+    (see ``cpp_producer`` in conftest.py): after this the C++ producer's connections are all made."""
+    topic = rocketmq.create_topic("cpp_warmup", queues=1)
+    queues = len(rocketmq.admin.publish_queues(topic, refresh=True))
+
+    def sent(arg: int) -> bool:
+        try:
+            producer.send_orderly(topic, b"warm-up", sharding_arg=arg)
+            return True
+        except CppClientError:
+            return False
+
+    for arg in range(queues):
+        wait_until(lambda: sent(arg), timeout=10.0, what=f"a warm-up send to queue #{arg} of {topic}")
