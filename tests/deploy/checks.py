@@ -3,27 +3,12 @@ test_faults, test_executor_kill and test_cluster_mode)."""
 
 from __future__ import annotations
 
-import time
 from collections import defaultdict
 from pathlib import Path
-from typing import Callable, TypeVar
 
 from bench.chaos import Rig, covers
 from bench.common import committed_end, file_sink_files
-
-T = TypeVar("T")
-
-
-def wait(pred: Callable[[], T], timeout: float, what: str) -> T:
-    """``pred()``'s first truthy value, polled every 50 ms; AssertionError after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        got = pred()
-        if got:
-            return got
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
-        time.sleep(0.05)
+from tests.waiting import wait_until as wait  # noqa: F401 - the deployment tests' name for it
 
 
 def assert_invariants(rig: Rig) -> None:

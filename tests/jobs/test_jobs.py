@@ -10,7 +10,6 @@ import sys
 from pathlib import Path
 
 import pyarrow.parquet as pq
-import pytest
 
 from tests.cluster import ClusterHandle
 

@@ -21,7 +21,7 @@ from rocketmq_spark.sidecar.columnar import BodyBatcher, Window, decode_body
 from rocketmq_spark.sidecar.model import PullSpec
 from rocketmq_spark.sidecar.pull import PullPolicy, read_range_raw
 from rocketmq_spark.sidecar.readahead import readahead
-from rocketmq_spark.structs import PullResult, PullStatus
+from rocketmq_spark.structs import PullResult
 from tests.sidecar.fakes import Q, FakeQueue
 
 GROUP = "g1"

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import os
-import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
 from rocketmq_spark.remoting.route import MessageQueue
 from rocketmq_spark.structs import Message
+from tests.waiting import wait_until  # noqa: F401 - used here and by the tests
 
 
 @dataclass(frozen=True)
@@ -93,14 +93,3 @@ def end_offsets(q: Any) -> dict:
     last = [p for p in q.recentProgress if p["sources"] and p["sources"][0]["endOffset"]]
     end = last[-1]["sources"][0]["endOffset"]
     return json.loads(end) if isinstance(end, str) else end
-
-
-def wait_until(pred: Callable[[], Any], timeout: float = 30.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        got = pred()
-        if got:
-            return got
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
-        time.sleep(0.05)

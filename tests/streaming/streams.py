@@ -9,7 +9,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -17,21 +16,10 @@ from typing import Any, Callable
 from rocketmq_spark.remoting.route import MessageQueue
 from rocketmq_spark.spark.offsets import QueueOffsetMap, from_json
 from rocketmq_spark.structs import Message
+from tests.waiting import wait_until  # noqa: F401 - used here and by the tests
 
 ROOT = Path(__file__).resolve().parents[2]
 DRIVER = Path(__file__).with_name("stream_driver.py")
-
-
-def wait_until(pred: Callable[[], Any], timeout: float = 30.0, what: str = "condition",
-               poll: float = 0.05) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        got = pred()
-        if got:
-            return got
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
-        time.sleep(poll)
 
 
 def source(spark: Any, namesrv: str, topic: str, group: str, **options: Any) -> Any:

@@ -1,0 +1,20 @@
+"""Waiting on a condition in tests: poll, never a fixed sleep as synchronisation."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable
+
+
+def wait_until(pred: Callable[[], Any], timeout: float = 30.0, what: str = "condition",
+               poll: float = 0.05) -> Any:
+    """``pred()``'s first truthy value, polled every ``poll`` s; AssertionError naming
+    ``what`` once ``timeout`` seconds have passed."""
+    deadline = time.monotonic() + timeout
+    while True:
+        got = pred()
+        if got:
+            return got
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
+        time.sleep(poll)
