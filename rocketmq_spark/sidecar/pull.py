@@ -1,9 +1,10 @@
 """Reading one queue's half-open range ``[start, end)`` with plain (non-suspended) pulls.
 
-How this works: pull from the current offset, keep messages below ``end``, continue at the
-broker's ``next_begin_offset``; each pull status has its own handler (``_HANDLERS``):
+How this works: pull from the current offset, hand the body on undecoded (the columnar
+decoder keeps the rows below ``end``), continue at the broker's ``next_begin_offset``, with
+up to ``pipeline_depth`` pulls in flight; each pull status has its own handler (``_HANDLERS``):
 
-  FOUND           deliver, continue at next_begin_offset.
+  FOUND           deliver the body, continue at next_begin_offset.
   NO_MATCHED_MSG  the tag filter skipped entries: not data loss, continue at next_begin_offset.
   NO_NEW_MSG      ``end`` was observed as the max offset, so the messages should be visible;
                   wait with a short backoff and retry, until ``stall_timeout`` passes.
@@ -23,7 +24,7 @@ from typing import Callable, Iterator, Protocol
 from rocketmq_spark.errors import RemoteProtocolError, RequestTimeout
 from rocketmq_spark.sidecar.errors import DataLossError
 from rocketmq_spark.sidecar.model import PullSpec, queue_name
-from rocketmq_spark.remoting.message import MessageExt, decode_messages, parse_subscription
+from rocketmq_spark.remoting.message import decode_messages, parse_subscription
 from rocketmq_spark.remoting.route import MessageQueue
 from rocketmq_spark.structs import PullResult, PullStatus
 
@@ -48,22 +49,21 @@ class PullPolicy:
 
 @dataclass
 class _Step:
-    """What a handler decided: the next offset, messages to deliver, or stop."""
+    """What a handler decided: the next offset, a pull body to deliver, or stop."""
 
     offset: int
-    messages: tuple[MessageExt, ...] = ()
+    body: bytes = b""
     stop: bool = False
     waiting: bool = False
-    raw: bytes = b""
 
 
 class _RangeReader:
-    def __init__(self, client: Puller, spec: PullSpec, policy: PullPolicy, raw: bool = False) -> None:
-        self.client, self.spec, self.policy, self.raw = client, spec, policy, raw
+    def __init__(self, client: Puller, spec: PullSpec, policy: PullPolicy) -> None:
+        self.client, self.spec, self.policy = client, spec, policy
         self._stall_since: float | None = None
         self._backoff = policy.backoff_initial
 
-    def __iter__(self) -> Iterator[tuple[MessageExt, ...] | bytes]:
+    def __iter__(self) -> Iterator[bytes]:
         s = self.spec
         offset = s.start
         # Pulls in flight, oldest first: (offset, its pull). Ahead of the oldest, pulls go
@@ -82,10 +82,8 @@ class _RangeReader:
                 at, pending = inflight.popleft()
                 res = pending.result()
                 step = _HANDLERS[res.status](self, offset, res)
-                if step.raw:
-                    yield step.raw
-                elif step.messages:
-                    yield step.messages
+                if step.body:
+                    yield step.body
                 if step.stop:
                     return
                 if step.waiting:
@@ -107,7 +105,7 @@ class _RangeReader:
     def _depth(self) -> int:
         """Pulls kept in flight: one when offsets cannot be predicted (a tag filter skips
         entries) or the client has no asynchronous pull."""
-        if not self.raw or parse_subscription(self.spec.sub_expression):
+        if parse_subscription(self.spec.sub_expression):
             return 1
         return self.policy.pipeline_depth if hasattr(self.client, "pull_async") else 1
 
@@ -115,28 +113,13 @@ class _RangeReader:
         s = self.spec
         args = dict(group=s.group, max_nums=min(s.pull_batch_size, s.end - offset),
                     expression=s.sub_expression, suspend_ms=0)
-        if self.raw and hasattr(self.client, "pull_async"):
+        if hasattr(self.client, "pull_async"):
             return self.client.pull_async(s.queue, offset, decode=False, **args)  # type: ignore[attr-defined]
-        if self.raw:
-            return _Done(self.client.pull(s.queue, offset, decode=False, **args))
-        return _Done(self.client.pull(s.queue, offset, **args))
+        return _Done(self.client.pull(s.queue, offset, decode=False, **args))
 
     # ------------------------------------------------------------ status handlers
 
     def _found(self, offset: int, res: PullResult) -> _Step:
-        if self.raw:
-            return self._found_raw(offset, res)
-        msgs = tuple(m for m in res.messages if offset <= m.queue_offset < self.spec.end)
-        nxt = res.next_begin_offset
-        if nxt <= offset:
-            if not res.messages:
-                raise RemoteProtocolError(
-                    f"{queue_name(self.spec.queue)}: FOUND at offset {offset} with no messages "
-                    f"and next_begin_offset {nxt}")
-            nxt = max(m.queue_offset for m in res.messages) + 1
-        return _Step(nxt, msgs)
-
-    def _found_raw(self, offset: int, res: PullResult) -> _Step:
         """The body goes on undecoded (the columnar decoder keeps the range's rows)."""
         nxt = res.next_begin_offset
         if nxt <= offset:
@@ -146,7 +129,7 @@ class _RangeReader:
                     f"{queue_name(self.spec.queue)}: FOUND at offset {offset} with no messages "
                     f"and next_begin_offset {nxt}")
             nxt = max(m.queue_offset for m in messages) + 1
-        return _Step(nxt, raw=res.raw_body)
+        return _Step(nxt, body=res.raw_body)
 
     def _no_matched(self, offset: int, res: PullResult) -> _Step:
         if res.next_begin_offset > offset:
@@ -236,14 +219,8 @@ _HANDLERS: dict[PullStatus, Callable[[_RangeReader, int, PullResult], _Step]] = 
 }
 
 
-def read_range(client: Puller, spec: PullSpec,
-               policy: PullPolicy = PullPolicy()) -> Iterator[tuple[MessageExt, ...]]:
-    """Messages of ``spec.queue`` in ``[spec.start, spec.end)``, pull by pull, in offset order."""
-    return iter(_RangeReader(client, spec, policy))  # type: ignore[arg-type]
-
-
-def read_range_raw(client: Puller, spec: PullSpec, policy: PullPolicy = PullPolicy()) -> Iterator[bytes]:
+def read_range(client: Puller, spec: PullSpec, policy: PullPolicy = PullPolicy()) -> Iterator[bytes]:
     """The FOUND pull bodies covering ``[spec.start, spec.end)``, undecoded, in offset order.
     They may hold messages outside the range, and other tags than subscribed (the broker
     filters by tag hash): ``columnar.Window`` keeps exactly the range's rows."""
-    return iter(_RangeReader(client, spec, policy, raw=True))  # type: ignore[arg-type]
+    return iter(_RangeReader(client, spec, policy))

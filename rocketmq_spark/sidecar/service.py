@@ -26,7 +26,7 @@ from rocketmq_spark.sidecar import arrow, columnar, offsets, send
 from rocketmq_spark.sidecar.locks import LOCK_LEASE, LOCK_RENEW_INTERVAL, LockKeeper, LockKey
 from rocketmq_spark.sidecar.model import (API_VERSION, Cluster, HealthInfo, Outgoing, PullSpec,
                                           SendBackItem, queue_name)
-from rocketmq_spark.sidecar.pull import PullPolicy, read_range_raw
+from rocketmq_spark.sidecar.pull import PullPolicy, read_range
 from rocketmq_spark.sidecar.readahead import readahead
 from rocketmq_spark.structs import QueueOffsets, SendResult
 
@@ -155,7 +155,7 @@ class SidecarService:
     def pull(self, cluster: Cluster, spec: PullSpec) -> Iterator[bytes]:
         """The range as one Arrow IPC stream, in chunks, produced pull by pull."""
         client = self.client(cluster)
-        bodies = readahead(read_range_raw(client, spec, self.pull_policy), PULL_READAHEAD)
+        bodies = readahead(read_range(client, spec, self.pull_policy), PULL_READAHEAD)
         window = columnar.Window(spec.start, spec.end, parse_subscription(spec.sub_expression),
                                  spec.queue.broker_name, spec.restore_retry_topic_of)
         batches = columnar.BodyBatcher(window, spec.max_rows_per_batch).batches(bodies)

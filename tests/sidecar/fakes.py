@@ -4,11 +4,13 @@ send routing). Integration tests use the real client and the embedded cluster.""
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Sequence
+from typing import Iterable, Sequence
 
 from rocketmq_spark.remoting.bodies import ConsumeStats, OffsetWrapper
 from rocketmq_spark.remoting.message import MessageExt, encode_message, parse_subscription
 from rocketmq_spark.remoting.route import MessageQueue
+from rocketmq_spark.sidecar.columnar import BodyBatcher, Window
+from rocketmq_spark.sidecar.model import PullSpec
 from rocketmq_spark.structs import Message, PullResult, PullStatus, SendResult
 
 Q = MessageQueue("orders", "broker-a", 0)
@@ -142,3 +144,9 @@ class FakeSender:
                    producer_group: str = "") -> SendResult:
         self.calls.append(("batch", queue, len(messages)))
         return self._store(messages, queue)
+
+
+def rows(bodies: Iterable[bytes], spec: PullSpec) -> list[int]:
+    """The queue offsets of the rows the sidecar streams from ``read_range``'s bodies."""
+    window = Window(spec.start, spec.end, parse_subscription(spec.sub_expression), spec.queue.broker_name)
+    return [o for b in BodyBatcher(window, 1000).batches(bodies) for o in b.column("queue_offset").to_pylist()]

@@ -14,15 +14,15 @@ from hypothesis import strategies as st
 from rocketmq_spark.errors import RemoteProtocolError
 from rocketmq_spark.remoting.codes import MessageSysFlag, retry_topic
 from rocketmq_spark.remoting.message import (
-    HostPort, MessageExt, decode_messages, encode_message, parse_subscription)
+    HostPort, MessageExt, decode_messages, encode_message)
 from rocketmq_spark.sidecar import columnar
 from rocketmq_spark.sidecar.arrow import messages_to_batch
 from rocketmq_spark.sidecar.columnar import BodyBatcher, Window, decode_body
 from rocketmq_spark.sidecar.model import PullSpec
-from rocketmq_spark.sidecar.pull import PullPolicy, read_range_raw
+from rocketmq_spark.sidecar.pull import PullPolicy, read_range
 from rocketmq_spark.sidecar.readahead import readahead
 from rocketmq_spark.structs import PullResult
-from tests.sidecar.fakes import Q, FakeQueue
+from tests.sidecar.fakes import Q, FakeQueue, rows
 
 GROUP = "g1"
 TEXT = st.text(st.characters(min_codepoint=3, max_codepoint=0x2FFF, exclude_categories=("Cs",)), max_size=12)
@@ -181,11 +181,6 @@ class RawQueue:
         return Pending()
 
 
-def rows(bodies_, spec: PullSpec) -> list[int]:
-    window = Window(spec.start, spec.end, parse_subscription(spec.sub_expression), "broker-a")
-    return [o for b in BodyBatcher(window, 1000).batches(bodies_) for o in b.column("queue_offset").to_pylist()]
-
-
 def messages(n: int) -> list[MessageExt]:
     return [MessageExt(topic="orders", body=b"m%d" % i, queue_offset=i,
                        properties={"TAGS": "TagA" if i % 3 else "TagB"}) for i in range(n)]
@@ -194,7 +189,7 @@ def messages(n: int) -> list[MessageExt]:
 def test_pulls_go_out_ahead_and_the_range_comes_whole() -> None:
     rq = RawQueue(FakeQueue(messages(200)))
     spec = PullSpec(Q, 10, 150, pull_batch_size=16)
-    assert rows(read_range_raw(rq, spec, PullPolicy(pipeline_depth=4)), spec) == list(range(10, 150))
+    assert rows(read_range(rq, spec, PullPolicy(pipeline_depth=4)), spec) == list(range(10, 150))
     assert rq.most_inflight == 4
     assert rq.sent == list(range(10, 150, 16))        # each offset asked once, the last one short
 
@@ -202,14 +197,14 @@ def test_pulls_go_out_ahead_and_the_range_comes_whole() -> None:
 def test_a_capped_answer_resets_the_pipeline_and_nothing_is_lost_or_doubled() -> None:
     rq = RawQueue(FakeQueue(messages(200)), cap=10)    # the broker answers 10 at most
     spec = PullSpec(Q, 0, 120, pull_batch_size=32)
-    assert rows(read_range_raw(rq, spec, PullPolicy(pipeline_depth=4)), spec) == list(range(120))
+    assert rows(read_range(rq, spec, PullPolicy(pipeline_depth=4)), spec) == list(range(120))
     assert rq.cancelled >= 3 and rq.inflight == 0
 
 
 def test_a_tag_filter_reads_one_pull_at_a_time() -> None:
     rq = RawQueue(FakeQueue(messages(100)))
     spec = PullSpec(Q, 0, 100, pull_batch_size=8, sub_expression="TagB")
-    assert rows(read_range_raw(rq, spec, PullPolicy(pipeline_depth=4)), spec) == list(range(0, 100, 3))
+    assert rows(read_range(rq, spec, PullPolicy(pipeline_depth=4)), spec) == list(range(0, 100, 3))
     assert rq.most_inflight == 1
 
 

@@ -8,7 +8,7 @@ from rocketmq_spark.errors import RequestTimeout
 from rocketmq_spark.sidecar.errors import DataLossError
 from rocketmq_spark.sidecar.model import PullSpec
 from rocketmq_spark.sidecar.pull import PullPolicy, read_range
-from tests.sidecar.fakes import Q, FakeQueue, make_messages
+from tests.sidecar.fakes import Q, FakeQueue, make_messages, rows
 
 
 class FakeClock:
@@ -28,13 +28,14 @@ def policy(clock: FakeClock, stall: float = 1.0) -> PullPolicy:
     return PullPolicy(stall_timeout=stall, clock=clock, sleep=clock.sleep)
 
 
-def offsets(groups) -> list[int]:
-    return [m.queue_offset for g in groups for m in g]
+def offsets(client, spec: PullSpec, pull_policy: PullPolicy = PullPolicy()) -> list[int]:  # type: ignore[no-untyped-def]
+    """The offsets of the rows ``read_range`` delivers for ``spec``."""
+    return rows(read_range(client, spec, pull_policy), spec)
 
 
 def test_reads_exactly_the_range_across_pulls() -> None:
     fq = FakeQueue(make_messages(100))
-    got = offsets(read_range(fq, PullSpec(Q, 10, 77, pull_batch_size=16)))
+    got = offsets(fq, PullSpec(Q, 10, 77, pull_batch_size=16))
     assert got == list(range(10, 77))
     assert [c[0] for c in fq.calls] == [10, 26, 42, 58, 74]
 
@@ -48,7 +49,7 @@ def test_empty_range_does_not_pull() -> None:
 def test_tag_filter_gaps_are_not_data_loss() -> None:
     fq = FakeQueue(make_messages(60, tags=["TagA", "TagB", "TagC", "TagC", "TagC", "TagC", "TagC",
                                            "TagC", "TagC", "TagC"]))
-    got = offsets(read_range(fq, PullSpec(Q, 0, 60, sub_expression="TagA || TagB", pull_batch_size=4)))
+    got = offsets(fq, PullSpec(Q, 0, 60, sub_expression="TagA || TagB", pull_batch_size=4))
     assert got == [i for i in range(60) if i % 10 in (0, 1)]
 
 
@@ -62,14 +63,14 @@ def test_below_min_fails_naming_queue_and_offsets() -> None:
 
 def test_below_min_skips_when_allowed(caplog: pytest.LogCaptureFixture) -> None:
     fq = FakeQueue(make_messages(20), min_offset=8)
-    got = offsets(read_range(fq, PullSpec(Q, 3, 15, fail_on_data_loss=False)))
+    got = offsets(fq, PullSpec(Q, 3, 15, fail_on_data_loss=False))
     assert got == list(range(8, 15))
     assert "[3, 8)" in caplog.text
 
 
 def test_whole_range_below_min_skipped() -> None:
     fq = FakeQueue(make_messages(20), min_offset=18)
-    assert offsets(read_range(fq, PullSpec(Q, 3, 15, fail_on_data_loss=False))) == []
+    assert offsets(fq, PullSpec(Q, 3, 15, fail_on_data_loss=False)) == []
 
 
 def test_beyond_max_fails_or_stops() -> None:
@@ -93,7 +94,7 @@ def test_not_yet_visible_messages_are_waited_for() -> None:
         return fq.pull(*a, **kw)
 
     fq_pull = type("P", (), {"pull": staticmethod(pull)})()
-    got = offsets(read_range(fq_pull, PullSpec(Q, 0, 10), policy(clock)))
+    got = offsets(fq_pull, PullSpec(Q, 0, 10), policy(clock))
     assert got == list(range(10))
     assert clock.sleeps and clock.sleeps == sorted(clock.sleeps)   # backoff grows
 
@@ -105,7 +106,7 @@ def test_stall_beyond_max_is_data_loss_after_the_deadline() -> None:
         list(read_range(fq, PullSpec(Q, 0, 10), policy(clock, stall=2.0)))
     assert clock.now >= 2.0 and "[4, 10)" in str(e.value)
     clock2 = FakeClock()
-    got = offsets(read_range(fq, PullSpec(Q, 0, 10, fail_on_data_loss=False), policy(clock2)))
+    got = offsets(fq, PullSpec(Q, 0, 10, fail_on_data_loss=False), policy(clock2))
     assert got == [0, 1, 2, 3]
 
 
@@ -122,6 +123,6 @@ def test_stall_with_messages_counted_is_a_timeout() -> None:
 
 def test_found_drops_messages_at_or_after_end() -> None:
     fq = FakeQueue(make_messages(50))
-    got = offsets(read_range(fq, PullSpec(Q, 0, 5, pull_batch_size=32)))
+    got = offsets(fq, PullSpec(Q, 0, 5, pull_batch_size=32))
     assert got == [0, 1, 2, 3, 4]
     assert len(fq.calls) == 1
