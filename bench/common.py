@@ -17,34 +17,12 @@ sys.path.insert(0, str(ROOT))
 
 
 @contextmanager
-def broker_process(data_dir: str | None = None, *, flush: str = "async",
-                   extra: tuple[str, ...] = ()) -> Iterator[str]:
-    """``rocketmq-spark broker`` in its own process; yields the NameServer address."""
-    tmp = tempfile.mkdtemp(prefix="rmq-bench-") if data_dir is None else data_dir
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "rocketmq_spark.cli", "broker", "--namesrv-port", "0",
-         "--data-dir", tmp, "--flush", flush, *extra],
-        stdout=subprocess.PIPE, text=True, cwd=ROOT)
-    try:
-        assert proc.stdout is not None
-        deadline = time.monotonic() + 60
-        addr = None
-        while time.monotonic() < deadline:
-            line = proc.stdout.readline()
-            if not line:
-                raise RuntimeError("broker exited before it was ready")
-            if "nameServer=" in line:
-                addr = line.split("nameServer=", 1)[1].split()[0]
-                break
-        if addr is None:
-            raise RuntimeError("broker did not start within 60 s")
-        yield addr
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+def broker_process(data_dir: str | None = None, *, flush: str = "async") -> Iterator[str]:
+    """``rocketmq-spark broker`` in its own process (a ``BrokerProcess``), stopped on exit;
+    yields the NameServer address."""
+    root = Path(tempfile.mkdtemp(prefix="rmq-bench-") if data_dir is None else data_dir)
+    with BrokerProcess(root / "data", flush=flush, log=root / "broker.log") as broker:
+        yield broker.namesrv_addr
 
 
 class Timer:

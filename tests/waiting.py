@@ -18,3 +18,16 @@ def wait_until(pred: Callable[[], Any], timeout: float = 30.0, what: str = "cond
         if time.monotonic() >= deadline:
             raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
         time.sleep(poll)
+
+
+def await_finished(q: Any, timeout: float) -> Any:
+    """Wait for a query that ends by itself (Trigger.AvailableNow); stop it if it does not
+    within ``timeout``. AssertionError when it timed out or failed; else the query."""
+    try:
+        assert q.awaitTermination(timeout), f"query did not finish within {timeout:g} s"
+    finally:
+        if q.isActive:
+            q.stop()
+    if q.exception() is not None:
+        raise AssertionError(f"query failed: {q.exception()}")
+    return q

@@ -10,6 +10,7 @@ import pytest
 from rocketmq_spark.remoting.message import PROP_SHARDING_KEY
 from rocketmq_spark.structs import Message
 from tests.interop.helpers import binary
+from tests.waiting import await_finished
 
 from .readback import count, ours_read
 
@@ -19,13 +20,7 @@ def _run(df, rocketmq, checkpoint: Path, **options) -> None:
          .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True))
     for k, v in options.items():
         w = w.option(k, str(v))
-    q = w.start()
-    try:
-        assert q.awaitTermination(120), "the query did not finish within 120 s"
-    finally:
-        if q.isActive:
-            q.stop()
-    assert q.exception() is None, q.exception()
+    await_finished(w.start(), 120)
 
 
 def test_stream_sends_each_new_row_once_across_restarts(spark, rocketmq, tmp_path):

@@ -8,7 +8,7 @@ from typing import Any, Callable
 
 from rocketmq_spark.remoting.route import MessageQueue
 from rocketmq_spark.structs import Message
-from tests.waiting import wait_until  # noqa: F401 - used here and by the tests
+from tests.waiting import await_finished, wait_until  # noqa: F401 - wait_until: used by the tests
 
 
 @dataclass(frozen=True)
@@ -72,15 +72,7 @@ def run_available_now(df: Any, *, checkpoint: str, sink: str = "memory", path: s
         w = w.format("parquet").option("path", path)
     else:
         w = w.format(sink)
-    q = w.start()
-    try:
-        assert q.awaitTermination(timeout), f"query did not finish within {timeout:g} s"
-    finally:
-        if q.isActive:
-            q.stop()
-    if q.exception() is not None:
-        raise AssertionError(f"query failed: {q.exception()}")
-    return q
+    return await_finished(w.start(), timeout)
 
 
 def rows_per_batch(q: Any) -> list[int]:

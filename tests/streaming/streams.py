@@ -16,7 +16,7 @@ from typing import Any, Callable
 from rocketmq_spark.remoting.route import MessageQueue
 from rocketmq_spark.spark.offsets import QueueOffsetMap, from_json
 from rocketmq_spark.structs import Message
-from tests.waiting import wait_until  # noqa: F401 - used here and by the tests
+from tests.waiting import await_finished, wait_until  # noqa: F401 - wait_until: used by the tests
 
 ROOT = Path(__file__).resolve().parents[2]
 DRIVER = Path(__file__).with_name("stream_driver.py")
@@ -36,15 +36,7 @@ def run_available_now(df: Any, *, checkpoint: str, path: str | None = None,
     """``df`` with Trigger.AvailableNow to completion (parquet at ``path`` or foreachBatch)."""
     w = df.writeStream.option("checkpointLocation", checkpoint).trigger(availableNow=True)
     w = w.foreachBatch(foreach_batch) if foreach_batch else w.format("parquet").option("path", path)
-    q = w.start()
-    try:
-        assert q.awaitTermination(timeout), f"query did not finish within {timeout:g} s"
-    finally:
-        if q.isActive:
-            q.stop()
-    if q.exception() is not None:
-        raise AssertionError(f"query failed: {q.exception()}")
-    return q
+    return await_finished(w.start(), timeout)
 
 
 def input_rows(q: Any) -> int:
