@@ -42,7 +42,7 @@ class PullPolicy:
     stall_timeout: float = 10.0      # seconds to wait for messages below `end` to appear
     backoff_initial: float = 0.01
     backoff_max: float = 0.5
-    pipeline_depth: int = 4          # undecoded pulls of one range in flight at once
+    pipeline_depth: int = 8          # undecoded pulls of one range in flight at once
     clock: Callable[[], float] = field(default=time.monotonic, repr=False)
     sleep: Callable[[float], None] = field(default=time.sleep, repr=False)
 
@@ -103,11 +103,7 @@ class _RangeReader:
             _cancel(inflight)
 
     def _depth(self) -> int:
-        """Pulls kept in flight: one when offsets cannot be predicted (a tag filter skips
-        entries) or the client has no asynchronous pull."""
-        if parse_subscription(self.spec.sub_expression):
-            return 1
-        return self.policy.pipeline_depth if hasattr(self.client, "pull_async") else 1
+        return pipeline_depth(self.client, self.spec, self.policy)
 
     def _send(self, offset: int) -> "_Pending":
         s = self.spec
@@ -217,6 +213,14 @@ _HANDLERS: dict[PullStatus, Callable[[_RangeReader, int, PullResult], _Step]] = 
     PullStatus.NO_NEW_MSG: _RangeReader._no_new,
     PullStatus.OFFSET_ILLEGAL: _RangeReader._illegal,
 }
+
+
+def pipeline_depth(client: Puller, spec: PullSpec, policy: PullPolicy) -> int:
+    """Pulls of a range kept in flight: one when offsets cannot be predicted (a tag filter
+    skips entries) or the client has no asynchronous pull."""
+    if parse_subscription(spec.sub_expression):
+        return 1
+    return policy.pipeline_depth if hasattr(client, "pull_async") else 1
 
 
 def read_range(client: Puller, spec: PullSpec, policy: PullPolicy = PullPolicy()) -> Iterator[bytes]:

@@ -26,14 +26,14 @@ from rocketmq_spark.sidecar import arrow, columnar, offsets, send
 from rocketmq_spark.sidecar.locks import LOCK_LEASE, LOCK_RENEW_INTERVAL, LockKeeper, LockKey
 from rocketmq_spark.sidecar.model import (API_VERSION, Cluster, HealthInfo, Outgoing, PullSpec,
                                           SendBackItem, queue_name)
-from rocketmq_spark.sidecar.pull import PullPolicy, read_range
+from rocketmq_spark.sidecar.pull import PullPolicy, pipeline_depth, read_range
 from rocketmq_spark.sidecar.readahead import readahead
 from rocketmq_spark.structs import QueueOffsets, SendResult
 
 log = logging.getLogger(__name__)
 
 ClientFactory = Callable[[Cluster], MQClient]
-PULL_READAHEAD = 4       # pull bodies fetched ahead of the one being decoded and streamed
+PULL_READAHEAD = 4       # bodies fetched ahead by a thread when a range is read one pull at a time
 
 
 def default_client_factory(cluster: Cluster) -> MQClient:
@@ -155,7 +155,12 @@ class SidecarService:
     def pull(self, cluster: Cluster, spec: PullSpec) -> Iterator[bytes]:
         """The range as one Arrow IPC stream, in chunks, produced pull by pull."""
         client = self.client(cluster)
-        bodies = readahead(read_range(client, spec, self.pull_policy), PULL_READAHEAD)
+        bodies = read_range(client, spec, self.pull_policy)
+        if pipeline_depth(client, spec, self.pull_policy) == 1:
+            # One pull at a time (a tag filter): a thread overlaps it with decoding. With
+            # pulls in flight the broker works while we decode already, and a thread's
+            # hand-over per pull would cost more than it saves (measured: bench/README.md).
+            bodies = readahead(bodies, PULL_READAHEAD)
         window = columnar.Window(spec.start, spec.end, parse_subscription(spec.sub_expression),
                                  spec.queue.broker_name, spec.restore_retry_topic_of)
         batches = columnar.BodyBatcher(window, spec.max_rows_per_batch).batches(bodies)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 import zlib
 
+import numpy as np
 import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -14,7 +15,7 @@ from hypothesis import strategies as st
 from rocketmq_spark.errors import RemoteProtocolError
 from rocketmq_spark.remoting.codes import MessageSysFlag, retry_topic
 from rocketmq_spark.remoting.message import (
-    HostPort, MessageExt, decode_messages, encode_message)
+    HostPort, MessageExt, decode_messages, decode_properties, encode_message)
 from rocketmq_spark.sidecar import columnar
 from rocketmq_spark.sidecar.arrow import messages_to_batch
 from rocketmq_spark.sidecar.columnar import BodyBatcher, Window, decode_body
@@ -121,6 +122,43 @@ def test_a_property_name_given_twice_keeps_the_last_value_like_the_decoder() -> 
     raw[0:4] = len(raw).to_bytes(4, "big")
     got, _ = decode_body(bytes(raw), Window(0, 10, broker="b"))
     assert got.column("tags").to_pylist() == ["B"] == [m.tags for m in decode_messages(bytes(raw))]
+
+
+PROPERTY_TEXT = st.lists(st.sampled_from(["\x01", "\x02", "a", "TAGS", "é", "v1", ""]), max_size=12).map("".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(PROPERTY_TEXT, min_size=1, max_size=8))
+def test_the_property_map_keeps_what_the_per_message_decoder_keeps(texts: list[str]) -> None:
+    """Any text, separators anywhere: the same pairs as ``decode_properties`` (a name given
+    twice in one text goes to the per-message path, which keeps the last value)."""
+    expected = [decode_properties(t) for t in texts]
+    try:
+        got = columnar._property_map(pa.array(texts, pa.string()))
+    except columnar._Fallback:
+        assert any(_repeats_a_name(t) for t in texts)
+        return
+    assert [dict(m) for m in got.to_pylist()] == expected
+    assert [[k for k, _ in m] for m in got.to_pylist()] == [list(e) for e in expected]
+
+
+def _repeats_a_name(text: str) -> bool:
+    names = [p.partition("\x01")[0] for p in text.split("\x02") if "\x01" in p]
+    kept = [n for n, p in zip(names, (p for p in text.split("\x02") if "\x01" in p))
+            if n and p.partition("\x01")[2]]
+    return len(kept) != len(set(kept))
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.binary(max_size=64), st.data())
+def test_views_cut_the_same_bytes_as_slicing(data: bytes, draw: st.DataObject) -> None:
+    """Ranges of any length (inline up to 12 bytes, referenced beyond), up to the last byte."""
+    ranges = draw.draw(st.lists(st.tuples(st.integers(0, len(data)), st.integers(0, 64)), max_size=10))
+    ranges = [(a, min(n, len(data) - a)) for a, n in ranges]
+    starts = np.asarray([a for a, _ in ranges], np.int64)
+    lengths = np.asarray([n for _, n in ranges], np.int64)
+    got = columnar._views(columnar._Bytes.of(pa.py_buffer(data)), starts, lengths, pa.binary())
+    assert got.to_pylist() == [data[a:a + n] for a, n in ranges]
 
 
 @pytest.mark.parametrize("cut", [1, 7, 60, 95])
