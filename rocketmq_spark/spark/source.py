@@ -2,7 +2,9 @@
 
 ``spark.readStream.format("rocketmq")`` and ``spark.read.format("rocketmq")`` (no
 registration needed once the package is installed: see ``pyspark_rocketmq``). The schema
-is fixed (``schema.SOURCE_SCHEMA_SPARK``); options are validated by ``options.parse`` when
+is fixed (``schema.SOURCE_SCHEMA_SPARK``); options are validated by ``options.parse``:
+at ``load()`` (Spark asks for the schema then) against what any read accepts, and for
+the kind of read (batch or stream, e.g. ``endingOffsets`` is for batch reads only) when
 Spark asks for a reader.
 
 The sink, ``df.write.format("rocketmq")`` and ``df.writeStream.format("rocketmq")``, is in
@@ -12,6 +14,8 @@ any task runs.
 """
 
 from __future__ import annotations
+
+from typing import Mapping
 
 from pyspark.sql.datasource import (DataSource, DataSourceReader, DataSourceStreamReader,
                                     DataSourceStreamWriter, DataSourceWriter)
@@ -34,12 +38,31 @@ def _check_schema(schema: StructType) -> None:
                           f"do not pass another one (got {schema.simpleString()})")
 
 
+READ_KINDS: tuple[options.ReadKind, ...] = ("stream", "batch")
+
+
+def _check_options(opts: Mapping[str, str]) -> None:
+    """Fail ``load()`` on options neither a batch read nor a stream accepts. Which of the two
+    a read is, Spark tells only when it asks for a reader; the error raised here is the one
+    of the read the options point to (``endingOffsets`` is for batch reads)."""
+    errors: dict[options.ReadKind, ConfigError] = {}
+    for kind in READ_KINDS:
+        try:
+            options.parse(opts, kind)
+            return
+        except ConfigError as exc:
+            errors[kind] = exc
+    batch = any(str(k).lower() == "endingoffsets" for k in opts)
+    raise errors["batch" if batch else "stream"]
+
+
 class RocketMQDataSource(DataSource):
     @classmethod
     def name(cls) -> str:
         return "rocketmq"
 
     def schema(self) -> StructType:
+        _check_options(self.options)
         return SOURCE_SCHEMA_SPARK
 
     def reader(self, schema: StructType) -> DataSourceReader:

@@ -29,16 +29,27 @@ def test_spark_finds_the_source_without_registration(spark):
     assert df.schema == SOURCE_SCHEMA_SPARK
 
 
-def test_bad_option_fails_the_query_naming_it(spark, tmp_path):
+@pytest.mark.parametrize("read", ["stream", "batch"])
+def test_a_bad_option_fails_load_naming_it(spark, read):
+    reader = spark.readStream if read == "stream" else spark.read
+    with pytest.raises(Exception) as err:
+        (reader.format("rocketmq").option("nameServer", "127.0.0.1:9876").option("topic", "t")
+         .option("consumeMode", "fifo").load())
+    assert "option 'consumeMode': 'fifo' is not one of orderly, concurrent" in str(err.value)
+
+
+def test_a_batch_only_option_on_a_stream_fails_when_the_query_starts(spark, tmp_path):
+    """load() cannot tell a stream from a batch read: endingOffsets passes it, and the
+    query fails at start, naming the option, before reading anything."""
     df = (spark.readStream.format("rocketmq").option("nameServer", "127.0.0.1:9876")
-          .option("topic", "t").option("consumeMode", "fifo").load())
+          .option("topic", "t").option("endingOffsets", "latest").load())
     with pytest.raises(Exception) as err:
         q = df.writeStream.format("noop").option("checkpointLocation", str(tmp_path)).start()
         try:
             q.awaitTermination(60)
         finally:
             q.stop()
-    assert "option 'consumeMode': 'fifo' is not one of orderly, concurrent" in str(err.value)
+    assert "option 'endingOffsets' applies to batch reads only" in str(err.value)
 
 
 def test_regular_install_layout_is_discovered(tmp_path):
