@@ -76,6 +76,10 @@ def response_to(request: RemotingCommand, code: int, *, remark: str | None = Non
 
 # ---------------------------------------------------------------- header encoding
 
+# One encoder for every header: json.dumps with options builds a new one per call.
+_JSON_ENCODE = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+
+
 def _encode_json_header(cmd: RemotingCommand) -> bytes:
     obj: dict[str, Any] = {"code": cmd.code}
     if cmd.ext_fields is not None:
@@ -87,7 +91,7 @@ def _encode_json_header(cmd: RemotingCommand) -> bytes:
         obj["remark"] = cmd.remark
     obj["serializeTypeCurrentRPC"] = "JSON"
     obj["version"] = cmd.version
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    return _JSON_ENCODE(obj).encode("utf-8")
 
 
 def _encode_rocketmq_header(cmd: RemotingCommand) -> bytes:
