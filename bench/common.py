@@ -17,11 +17,13 @@ sys.path.insert(0, str(ROOT))
 
 
 @contextmanager
-def broker_process(data_dir: str | None = None, *, flush: str = "async") -> Iterator[str]:
+def broker_process(data_dir: str | None = None, *, flush: str = "async",
+                   max_transfer_count: int | None = None) -> Iterator[str]:
     """``rocketmq-spark broker`` in its own process (a ``BrokerProcess``), stopped on exit;
     yields the NameServer address."""
     root = Path(tempfile.mkdtemp(prefix="rmq-bench-") if data_dir is None else data_dir)
-    with BrokerProcess(root / "data", flush=flush, log=root / "broker.log") as broker:
+    with BrokerProcess(root / "data", flush=flush, log=root / "broker.log",
+                       max_transfer_count=max_transfer_count) as broker:
         yield broker.namesrv_addr
 
 
@@ -75,10 +77,11 @@ class BrokerProcess:
 
     def __init__(self, data_dir: str | Path, *, namesrv_port: int | None = None,
                  topics: tuple[str, ...] = (), flush: str = "async", brokers: int = 1,
-                 log: str | Path | None = None) -> None:
+                 log: str | Path | None = None, max_transfer_count: int | None = None) -> None:
         self.data_dir = Path(data_dir)
         self.port = namesrv_port or free_port()
         self.topics, self.flush, self.brokers = topics, flush, brokers
+        self.max_transfer_count = max_transfer_count
         self.log = Path(log) if log else self.data_dir.with_name(self.data_dir.name + ".log")
         self.proc: subprocess.Popen | None = None
         self.starts = 0
@@ -100,6 +103,8 @@ class BrokerProcess:
                 "--data-dir", str(self.data_dir), "--flush", self.flush, "--brokers", str(self.brokers)]
         for t in self.topics:
             args += ["--topic", t]
+        if self.max_transfer_count is not None:
+            args += ["--max-transfer-count", str(self.max_transfer_count)]
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
         deadline = time.monotonic() + timeout

@@ -2,6 +2,7 @@
 
     python bench/source_bench.py [--messages N] [--queues Q] [--size BYTES]
                                  [--rate MSG_PER_S] [--seconds S] [--trigger-ms MS]
+                                 [--pull-batch-size N] [--broker-max-transfer N]
 
 An embedded broker runs in a subprocess (async flush); N small messages are produced fast
 with our client's ``send_batch``. Then, in this process with Spark local[2] and an
@@ -186,6 +187,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--queues", type=int, default=4)
     p.add_argument("--size", type=int, default=32, help="body bytes")
     p.add_argument("--pull-batch-size", type=int, default=32, help="the source's pullBatchSize")
+    p.add_argument("--broker-max-transfer", type=int, default=None, metavar="N",
+                   help="the broker's cap on messages per pull (maxTransferCountOnMessageInMemory; "
+                        "default Apache's 32): raise it with --pull-batch-size for fewer, bigger pulls")
     p.add_argument("--rate", type=float, default=200.0, help="latency run: messages per second")
     p.add_argument("--seconds", type=float, default=20.0, help="latency run: how long")
     p.add_argument("--trigger-ms", type=int, default=100, help="latency run: processing-time trigger")
@@ -201,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
     work = tempfile.mkdtemp(prefix="rmq-bench-ck-")
     results: dict[str, tuple[float, int, float]] = {}
     try:
-        with broker_process() as addr:
+        with broker_process(max_transfer_count=args.broker_max_transfer) as addr:
             mq = MQClient(ClientConfig.parse(addr))
             topics = {k: f"bench_{k}_{uuid.uuid4().hex[:6]}" for k in ("warm", "main", "lat")}
             for t in topics.values():

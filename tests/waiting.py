@@ -6,9 +6,14 @@ import time
 from typing import Any, Callable
 
 
+class WaitTimeout(AssertionError, TimeoutError):
+    """A condition not met in time: a test failure (AssertionError) that code waiting in
+    rounds can catch as a TimeoutError."""
+
+
 def wait_until(pred: Callable[[], Any], timeout: float = 30.0, what: str = "condition",
                poll: float = 0.05) -> Any:
-    """``pred()``'s first truthy value, polled every ``poll`` s; AssertionError naming
+    """``pred()``'s first truthy value, polled every ``poll`` s; ``WaitTimeout`` naming
     ``what`` once ``timeout`` seconds have passed."""
     deadline = time.monotonic() + timeout
     while True:
@@ -16,7 +21,7 @@ def wait_until(pred: Callable[[], Any], timeout: float = 30.0, what: str = "cond
         if got:
             return got
         if time.monotonic() >= deadline:
-            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
+            raise WaitTimeout(f"timed out after {timeout:g} s waiting for {what}")
         time.sleep(poll)
 
 

@@ -31,6 +31,7 @@ from rocketmq_spark.embedded.server import Connection, RemotingServer, advertise
 from rocketmq_spark.embedded.stats import BrokerStats
 from rocketmq_spark.embedded.store import MessageStore, PutResult
 from rocketmq_spark.embedded.store.commitlog import DEFAULT_SEGMENT_SIZE
+from rocketmq_spark.embedded.store.message_store import MAX_TRANSFER_COUNT
 from rocketmq_spark.embedded.topics import TopicConfig, TopicManager
 from rocketmq_spark.remoting.codes import (DELAY_LEVELS_MS, FLAG_ONEWAY, SCHEDULE_TOPIC, SERIALIZE_JSON,
                                            SERVER_VERSION, MessageSysFlag, Perm, RequestCode, ResponseCode)
@@ -60,7 +61,8 @@ class Broker:
     def __init__(self, name: str, data_dir: str | Path, *, host: str = "127.0.0.1",
                  advertised_host: str | None = None, port: int = 0, cluster: str = "DefaultCluster",
                  default_queues: int = 4, flush: str = "sync", clock: Clock | None = None,
-                 segment_size: int = DEFAULT_SEGMENT_SIZE, acl_file: str | None = None) -> None:
+                 segment_size: int = DEFAULT_SEGMENT_SIZE, acl_file: str | None = None,
+                 max_transfer_count: int = MAX_TRANSFER_COUNT) -> None:
         if flush not in ("sync", "async"):
             raise ValueError(f"flush must be 'sync' or 'async', not {flush!r}")
         self.name = name
@@ -73,6 +75,7 @@ class Broker:
         self.flush = flush
         self.clock: Clock = clock or SystemClock()
         self.segment_size = segment_size
+        self.max_transfer_count = max_transfer_count
         self.acl_file = acl_file
         # ACL hook: check(call) raises Refuse for a request plain_acl.yml denies (acl.py).
         self.acl: AclValidator | None = AclValidator.from_file(acl_file) if acl_file else None
@@ -126,7 +129,8 @@ class Broker:
         self.server.bind(self.requested_port, preferred=None if self.requested_port else meta.get("port"))
         try:
             self.store = MessageStore(self.root, HostPort(self.advertised_host, self.port), clock=self.clock,
-                                      segment_size=self.segment_size)
+                                      segment_size=self.segment_size,
+                                      max_transfer_count=self.max_transfer_count)
             self.store.open()
             self.topics.load()
             self.groups.load()

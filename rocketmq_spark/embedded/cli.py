@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from rocketmq_spark.embedded.cluster import EmbeddedCluster
+from rocketmq_spark.embedded.store.message_store import MAX_TRANSFER_COUNT
 from rocketmq_spark.embedded.topics import validate_topic
 from rocketmq_spark.errors import ConfigError
 
@@ -59,6 +60,9 @@ def parser() -> argparse.ArgumentParser:
                    help="queue count of topics created without one (default 4)")
     p.add_argument("--flush", choices=("sync", "async"), default="sync",
                    help="sync: answer a send once it is fsynced (default); async: answer at once")
+    p.add_argument("--max-transfer-count", type=_positive, default=MAX_TRANSFER_COUNT, metavar="N",
+                   help="the most messages one pull returns (Apache's maxTransferCountOnMessageInMemory; "
+                        f"default {MAX_TRANSFER_COUNT})")
     p.add_argument("--acl", metavar="FILE", default=None,
                    help="enforce this ACL file (Apache's plain_acl.yml format) on the brokers: requests "
                         "must be signed by a configured account with the needed permissions")
@@ -82,7 +86,8 @@ def main(argv: list[str] | None = None) -> int:
             cluster = EmbeddedCluster(Path(args.data_dir), brokers=args.brokers,
                                       namesrv_port=args.namesrv_port, host=args.host,
                                       default_queues=args.default_queues, topics=topics,
-                                      flush=args.flush, acl_file=args.acl)
+                                      flush=args.flush, acl_file=args.acl,
+                                      max_transfer_count=args.max_transfer_count)
             cluster.start()
         except (ConfigError, OSError, RuntimeError) as exc:
             print(f"rocketmq-spark broker: cannot start: {exc}", file=sys.stderr)

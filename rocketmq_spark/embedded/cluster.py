@@ -24,6 +24,7 @@ from rocketmq_spark.embedded.broker import Broker
 from rocketmq_spark.embedded.clock import Clock, SystemClock
 from rocketmq_spark.embedded.namesrv import NameServer
 from rocketmq_spark.embedded.store.commitlog import DEFAULT_SEGMENT_SIZE
+from rocketmq_spark.embedded.store.message_store import MAX_TRANSFER_COUNT
 from rocketmq_spark.embedded.topics import TopicConfig, validate_topic
 from rocketmq_spark.errors import ConfigError
 from rocketmq_spark.remoting.codes import Perm
@@ -42,7 +43,8 @@ class EmbeddedCluster:
     def __init__(self, data_dir: str | Path, brokers: int = 1, namesrv_port: int = 0,
                  host: str = "127.0.0.1", default_queues: int = 4, topics: dict[str, int] | None = None,
                  flush: str = "sync", acl_file: str | None = None, *, clock: Clock | None = None,
-                 segment_size: int = DEFAULT_SEGMENT_SIZE, advertised_host: str | None = None) -> None:
+                 segment_size: int = DEFAULT_SEGMENT_SIZE, advertised_host: str | None = None,
+                 max_transfer_count: int = MAX_TRANSFER_COUNT) -> None:
         if brokers < 1:
             raise ConfigError(f"brokers must be at least 1, not {brokers}")
         if default_queues < 1:
@@ -65,7 +67,8 @@ class EmbeddedCluster:
         self.brokers: dict[str, Broker] = {
             broker_name(i): Broker(broker_name(i), self.data_dir, host=host, advertised_host=advertised_host,
                                    cluster=CLUSTER_NAME, default_queues=default_queues, flush=flush,
-                                   clock=self.clock, segment_size=segment_size, acl_file=acl_file)
+                                   clock=self.clock, segment_size=segment_size, acl_file=acl_file,
+                                   max_transfer_count=max_transfer_count)
             for i in range(brokers)}
         self.namesrv = NameServer(lambda: list(self.brokers.values()), host=host, port=namesrv_port,
                                   cluster=CLUSTER_NAME, advertised_host=advertised_host)

@@ -159,3 +159,16 @@ def test_the_same_cluster_object_restarts_on_the_same_ports(tmp_path: Path) -> N
             send_msg(w, "T", b"after")
             assert bodies(w, "T", 0) == [b"before", b"after"]
             assert w.request(req(RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": "rg"})).code == 1
+
+
+@pytest.mark.parametrize("cap", [32, 100])
+def test_a_pull_returns_at_most_the_transfer_count(tmp_path: Path, cap: int) -> None:
+    """Apache's maxTransferCountOnMessageInMemory: 32 by default, raised by configuration;
+    with and without a tag filter."""
+    with EmbeddedCluster(tmp_path, topics={"T": 1}, max_transfer_count=cap) as c, \
+            Wire(c.broker_addrs["broker-a"]) as w:
+        for i in range(150):
+            send_msg(w, "T", b"m%d" % i, queue_id=0, tags="A")
+        assert len(messages(pull(w, "reader", "T", 0, 0, max_nums=1000))) == cap
+        assert len(messages(pull(w, "reader", "T", 0, 0, max_nums=20))) == 20
+        assert len(messages(pull(w, "reader", "T", 0, 0, max_nums=1000, subscription="A || B"))) == cap

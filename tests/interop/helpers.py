@@ -6,9 +6,8 @@ sends is read back with plain pulls, what the C++ client consumes is sent with o
 
 from __future__ import annotations
 
-import time
 from collections import Counter
-from typing import Callable, Iterable, TypeVar
+from typing import Iterable
 
 from rocketmq_spark.client import MQClient
 from rocketmq_spark.errors import BrokerError
@@ -18,8 +17,8 @@ from rocketmq_spark.remoting.route import MessageQueue
 from rocketmq_spark.structs import PullStatus
 from tests.cluster import ClusterHandle
 from tests.cppclient import CppClientError, CppProducer
+from tests.waiting import wait_until
 
-T = TypeVar("T")
 
 COMPRESS_AT = 4096  # both clients compress single bodies of this many bytes or more
 
@@ -40,18 +39,6 @@ def big(label: str, size: int = 6000) -> bytes:
 
 def is_compressed(message: MessageExt) -> bool:
     return bool(message.sys_flag & MessageSysFlag.COMPRESSED)
-
-
-def wait_until(condition: Callable[[], T | None], timeout: float, what: str, interval: float = 0.05) -> T:
-    """Poll ``condition`` until it returns something truthy (returned), or fail after ``timeout`` s."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{what}: not true after {timeout}s")
-        time.sleep(interval)
 
 
 def read_queue(client: MQClient, queue: MessageQueue, group: str, start: int = 0) -> list[MessageExt]:
@@ -82,7 +69,7 @@ def read_topic(cluster: ClusterHandle, topic: str, count: int, timeout: float = 
         found = [m for mq in queues for m in read_queue(cluster.admin, mq, group)]
         return found if len(found) >= count else None
 
-    return wait_until(everything, timeout, f"{count} messages in {topic}", interval=0.1)
+    return wait_until(everything, timeout, f"{count} messages in {topic}", poll=0.1)
 
 
 def single(messages: Iterable[MessageExt], body: bytes) -> MessageExt:

@@ -40,7 +40,7 @@ log = logging.getLogger(__name__)
 
 MAX_MESSAGE_SIZE = 4 * 1024 * 1024       # maxMessageSize
 MAX_PROPERTIES_SIZE = 32767
-MAX_TRANSFER_COUNT = 32                  # maxTransferCountOnMessageInMemory
+MAX_TRANSFER_COUNT = 32                  # maxTransferCountOnMessageInMemory (default)
 MAX_TRANSFER_BYTES = 256 * 1024          # maxTransferBytesOnMessageInMemory
 MAX_FILTER_BYTES = 16000                 # maxFilterMessageSize (bytes of consume queue)
 
@@ -104,8 +104,12 @@ class _Rebuild:
 class MessageStore:
     def __init__(self, root: Path, store_host: HostPort, *, clock: Clock,
                  segment_size: int = DEFAULT_SEGMENT_SIZE, flush_interval: float = 0.5,
-                 delay_levels_ms: Sequence[int] = DELAY_LEVELS_MS) -> None:
+                 delay_levels_ms: Sequence[int] = DELAY_LEVELS_MS,
+                 max_transfer_count: int = MAX_TRANSFER_COUNT) -> None:
+        if max_transfer_count < 1:
+            raise ValueError(f"max_transfer_count must be at least 1, not {max_transfer_count}")
         self.root = Path(root)
+        self.max_transfer_count = max_transfer_count    # messages a pull returns at most
         self.store_host = store_host
         self.clock = clock
         self.delay_levels_ms = tuple(delay_levels_ms)
@@ -293,12 +297,12 @@ class MessageStore:
         if offset > hi:
             return GetResult(GetStatus.OFFSET_OVERFLOW_BADLY, hi, lo, hi)
         if accept is None:                 # no filter: the next entries, up to the limits
-            picked = list(range(offset, min(hi, offset + min(max_nums, MAX_TRANSFER_COUNT))))
+            picked = list(range(offset, min(hi, offset + min(max_nums, self.max_transfer_count))))
             if sum(cq.sizes[offset:offset + len(picked)]) > MAX_TRANSFER_BYTES:
                 picked = self._within_bytes(cq, picked)
             i = picked[-1] + 1
         else:
-            picked, i = self._scan(cq, offset, hi, max_nums, accept)
+            picked, i = self._scan(cq, offset, hi, max_nums, self.max_transfer_count, accept)
         if not picked:
             return GetResult(GetStatus.NO_MATCHED_MESSAGE, i, lo, hi)
         found = self._read_runs(cq, picked)
@@ -319,7 +323,7 @@ class MessageStore:
         return picked
 
     @staticmethod
-    def _scan(cq: ConsumeQueue, offset: int, hi: int, max_nums: int,
+    def _scan(cq: ConsumeQueue, offset: int, hi: int, max_nums: int, max_count: int,
               accept: Callable[[int], bool]) -> tuple[list[int], int]:
         """Entries from ``offset`` whose tag code ``accept`` takes, within the limits, and
         the position after the last entry looked at."""
@@ -329,8 +333,7 @@ class MessageStore:
         i = offset
         while i < hi and i < scan_limit:
             size = cq.sizes[i]
-            if picked and (len(picked) >= max_nums or total + size > MAX_TRANSFER_BYTES
-                           or len(picked) >= MAX_TRANSFER_COUNT):
+            if picked and (len(picked) >= min(max_nums, max_count) or total + size > MAX_TRANSFER_BYTES):
                 break
             if accept(cq.tags[i]):
                 picked.append(i)
