@@ -52,7 +52,8 @@ _PROPERTY_SEP, _NAME_VALUE_SEP = ord(PROPERTY_SEP), ord(NAME_VALUE_SEP)
 _LOOKUP = {name: pc.MapLookupOptions(pa.scalar(name), "first")
            for name in (PROP_TAGS, PROP_KEYS, PROP_UNIQ_KEY, PROP_RETRY_TOPIC)}
 
-_HEX = np.frombuffer(b"".join(f"{i:02X}".encode() for i in range(256)), np.uint8).reshape(256, 2)
+_HEX2 = np.frombuffer(b"".join(f"{i:02X}".encode() for i in range(256)), np.uint8).reshape(256, 2)
+_HEX4 = np.concatenate([np.repeat(_HEX2, 256, axis=0), np.tile(_HEX2, (256, 1))], axis=1)  # of a uint16
 
 
 @dataclass(frozen=True)
@@ -106,12 +107,14 @@ class _Bytes:
     data: pa.Buffer
     buf: np.ndarray
     ahead: np.ndarray                     # ahead[i] == the 12 bytes from i (zero-padded)
+    head: np.ndarray                      # head[i] == the _BODY bytes from i (zero-padded)
 
     @classmethod
     def of(cls, data: pa.Buffer) -> "_Bytes":
         buf = np.frombuffer(data, np.uint8)
-        padded = np.concatenate([buf, np.zeros(12, np.uint8)])
-        return cls(data, buf, np.lib.stride_tricks.sliding_window_view(padded, 12))
+        padded = np.concatenate([buf, np.zeros(_BODY, np.uint8)])
+        window = np.lib.stride_tricks.sliding_window_view
+        return cls(data, buf, window(padded, 12), window(padded, _BODY))
 
 
 def _views(src: _Bytes, starts: np.ndarray, lengths: np.ndarray, kind: pa.DataType) -> pa.Array:
@@ -154,12 +157,18 @@ def _signed32(v: int) -> int:
     return v - (1 << 32) if v >= 1 << 31 else v
 
 
-def _offset_msg_ids(buf: np.ndarray, starts: np.ndarray) -> pa.Array:
+def _field(head: np.ndarray, at: int, dtype: str) -> np.ndarray:
+    """The big-endian integers of ``dtype`` at byte ``at`` of each record's fixed part."""
+    width = np.dtype(dtype).itemsize
+    return np.ascontiguousarray(head[:, at:at + width]).view(dtype).ravel().astype(
+        np.dtype(dtype).newbyteorder("="))
+
+
+def _offset_msg_ids(head: np.ndarray) -> pa.Array:
     """Hex of store host (8 bytes) + commit log offset (8 bytes), upper case, 32 chars each."""
-    n = len(starts)
-    raw = np.concatenate([buf[(starts + _STORE_HOST)[:, None] + np.arange(8)],
-                          buf[(starts + _PHYS)[:, None] + np.arange(8)]], axis=1)
-    text = _HEX[raw].reshape(n, 32)
+    n = len(head)
+    raw = np.concatenate([head[:, _STORE_HOST:_STORE_HOST + 8], head[:, _PHYS:_PHYS + 8]], axis=1)
+    text = _HEX4[raw.view(">u2")].reshape(n, 32)
     offsets = np.arange(0, 32 * n + 1, 32, dtype=np.int32)
     return pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(np.ascontiguousarray(text)))
 
@@ -213,13 +222,14 @@ def _decode_fast(data: bytes, starts_list: list[int],
     whole = _Bytes.of(pa.py_buffer(data))
     buf = whole.buf
     starts = np.asarray(starts_list, np.int64)
-    sizes = _be(buf, starts, ">i4").astype(np.int64)
-    if (sizes < _MIN_RECORD).any() or (_be(buf, starts + _MAGIC, ">i4") != MAGIC_V1).any():
+    head = whole.head[starts]                 # each record's fixed part, one row each
+    sizes = _field(head, 0, ">i4").astype(np.int64)
+    if (sizes < _MIN_RECORD).any() or (_field(head, _MAGIC, ">i4") != MAGIC_V1).any():
         raise _Fallback()
-    if (_be(buf, starts + _SYS_FLAG, ">i4") & _SLOW_FLAGS).any():
+    if (_field(head, _SYS_FLAG, ">i4") & _SLOW_FLAGS).any():
         raise _Fallback()
     ends = starts + sizes
-    body_len = _be(buf, starts + _BODY_LEN, ">i4").astype(np.int64)
+    body_len = _field(head, _BODY_LEN, ">i4").astype(np.int64)
     body_at = starts + _BODY
     topic_len_at = body_at + body_len
     if (body_len < 0).any() or (topic_len_at + 3 > ends).any():
@@ -232,7 +242,7 @@ def _decode_fast(data: bytes, starts_list: list[int],
     if (props_len < 0).any() or (props_len_at + 2 + props_len != ends).any():
         raise _Fallback()
 
-    offsets = _be(buf, starts + _QUEUE_OFFSET, ">i8")
+    offsets = _field(head, _QUEUE_OFFSET, ">i8")
     properties = _property_map(_strings(whole, props_len_at + 2, props_len))
     topic = _strings(whole, topic_len_at + 1, topic_len)
     if window.restore_retry_topic_of:
@@ -240,12 +250,12 @@ def _decode_fast(data: bytes, starts_list: list[int],
         is_retry = pc.and_(pc.equal(topic, retry_topic(window.restore_retry_topic_of)), pc.is_valid(original))
         topic = pc.if_else(is_retry, original, topic)
     tags = pc.map_lookup(properties, options=_LOOKUP[PROP_TAGS])
-    offset_ids = _offset_msg_ids(buf, starts)
+    offset_ids = _offset_msg_ids(head)
     n = len(starts)
     columns = [
         topic,
         pa.array([window.broker], pa.string()).take(pa.array(np.zeros(n, np.int32))),
-        pa.array(_be(buf, starts + _QUEUE_ID, ">i4")),
+        pa.array(_field(head, _QUEUE_ID, ">i4")),
         pa.array(offsets),
         pc.coalesce(pc.map_lookup(properties, options=_LOOKUP[PROP_UNIQ_KEY]), offset_ids),
         offset_ids,
@@ -253,11 +263,11 @@ def _decode_fast(data: bytes, starts_list: list[int],
         pc.map_lookup(properties, options=_LOOKUP[PROP_KEYS]),
         _views(whole, body_at, body_len, pa.binary()),
         properties,
-        pa.array(_be(buf, starts + _BORN_TS, ">i8") * 1000).view(TIMESTAMP),
-        pa.array(_be(buf, starts + _STORE_TS, ">i8") * 1000).view(TIMESTAMP),
-        _host_strings(_be(buf, starts + _BORN_HOST, ">u8")),
-        _host_strings(_be(buf, starts + _STORE_HOST, ">u8")),
-        pa.array(_be(buf, starts + _RECONSUME, ">i4")),
+        pa.array(_field(head, _BORN_TS, ">i8") * 1000).view(TIMESTAMP),
+        pa.array(_field(head, _STORE_TS, ">i8") * 1000).view(TIMESTAMP),
+        _host_strings(_field(head, _BORN_HOST, ">u8")),
+        _host_strings(_field(head, _STORE_HOST, ">u8")),
+        pa.array(_field(head, _RECONSUME, ">i4")),
     ]
     batch = pa.RecordBatch.from_arrays(columns, schema=SOURCE_SCHEMA)
     return batch, offsets, tags

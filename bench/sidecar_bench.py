@@ -1,0 +1,115 @@
+"""The sidecar's read path by itself: CPU per message, without Spark.
+
+    python bench/sidecar_bench.py [--messages N] [--queues Q] [--threads T]
+                                  [--pull-batch-size N] [--broker-max-transfer N] [--rounds R]
+
+An embedded broker runs in a subprocess (async flush) and holds N messages of 32 B over Q
+queues. In this process, a ``SidecarService`` (what the sidecar process serves over gRPC)
+reads every queue's whole range on T threads at a time, two ways:
+
+* ``pull + Arrow``: ``SidecarService.pull``, what a task gets: pipelined pulls, the
+  columnar decode into Arrow record batches, the Arrow IPC stream in chunks;
+* ``pulls only`` (the reference): the same ranges through ``read_range`` alone, the pull
+  bodies dropped undecoded: what the per-pull work (request, response, transport) costs.
+
+Prints messages/s and this process's CPU microseconds per message for each (the broker's
+CPU is its own process's), and the share of the CPU the pulls take.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import threading
+import time
+import uuid
+from typing import Callable
+
+from common import Timer, broker_process, table  # also puts the project root on sys.path
+
+from rocketmq_spark.client import ClientConfig, MQClient
+from rocketmq_spark.remoting.route import MessageQueue
+from rocketmq_spark.sidecar.model import Cluster, PullSpec
+from rocketmq_spark.sidecar.pull import read_range
+from rocketmq_spark.sidecar.service import SidecarService
+from rocketmq_spark.structs import Message
+
+
+def produce(mq: MQClient, topic: str, queues: list[MessageQueue], n: int) -> None:
+    sent = i = 0
+    while sent < n:
+        k = min(256, n - sent)
+        r = mq.send_batch([Message(topic, b"x" * 32)] * k, queue=queues[i % len(queues)])
+        if r.status != "SEND_OK":
+            raise RuntimeError(f"send_batch: {r.status}")
+        sent, i = sent + k, i + 1
+
+
+def run(ranges: list[PullSpec], threads: int, read: Callable[[PullSpec], int]) -> tuple[float, float, int]:
+    """(wall seconds, CPU seconds of this process, messages) reading ``ranges``,
+    ``threads`` at a time."""
+    counts: list[int] = []
+    cpu0 = time.process_time()
+    with Timer() as t:
+        for at in range(0, len(ranges), threads):
+            workers = [threading.Thread(target=lambda s=s: counts.append(read(s))) for s in ranges[at:at + threads]]
+            for w in workers:
+                w.start()
+            for w in workers:
+                w.join()
+    return t.seconds, time.process_time() - cpu0, sum(counts)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--messages", type=int, default=200_000)
+    p.add_argument("--queues", type=int, default=4)
+    p.add_argument("--threads", type=int, default=2, help="ranges read at once (tasks)")
+    p.add_argument("--pull-batch-size", type=int, default=32)
+    p.add_argument("--broker-max-transfer", type=int, default=None, metavar="N",
+                   help="the broker's cap on messages per pull (default Apache's 32)")
+    p.add_argument("--rounds", type=int, default=3, help="each way is run this many times; best kept")
+    args = p.parse_args(argv)
+
+    with broker_process(max_transfer_count=args.broker_max_transfer) as addr:
+        mq = MQClient(ClientConfig.parse(addr))
+        topic = f"bench_sidecar_{uuid.uuid4().hex[:6]}"
+        mq.create_topic(topic, queues=args.queues)
+        queues = sorted(mq.publish_queues(topic, refresh=True))
+        produce(mq, topic, queues, args.messages)
+        ranges = [PullSpec(q, 0, mq.max_offset(q), group="bench_sidecar", pull_batch_size=args.pull_batch_size)
+                  for q in queues]
+        mq.close()
+
+        service = SidecarService()
+        cluster = Cluster(addr)
+
+        def arrow(spec: PullSpec) -> int:
+            for _ in service.pull(cluster, spec):
+                pass
+            return spec.end - spec.start
+
+        def pulls(spec: PullSpec) -> int:
+            for _ in read_range(service.client(cluster), spec, service.pull_policy):
+                pass
+            return spec.end - spec.start
+
+        try:
+            run([PullSpec(ranges[0].queue, 0, min(2_000, ranges[0].end))], 1, arrow)    # connect, warm up
+            best = {name: min((run(ranges, args.threads, fn) for _ in range(args.rounds)), key=lambda r: r[1])
+                    for name, fn in (("pull + Arrow", arrow), ("pulls only", pulls))}
+        finally:
+            service.close()
+
+    rows = [{"way": name, "messages": n, "wall s": wall, "messages/s": n / wall, "CPU s": cpu,
+             "CPU us / message": cpu / n * 1e6} for name, (wall, cpu, n) in best.items()]
+    print(table(rows))
+    full, only = best["pull + Arrow"], best["pulls only"]
+    print(f"\npulls / (pull + Arrow), CPU: {only[1] / full[1]:.2f}  "
+          f"({args.pull_batch_size} a pull asked, broker cap {args.broker_max_transfer or 32}, "
+          f"{args.threads} threads)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
