@@ -23,6 +23,7 @@ filters by tag hash only).
 from __future__ import annotations
 
 import struct
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator
 
@@ -314,22 +315,25 @@ def _empty() -> pa.RecordBatch:
 class BodyBatcher:
     """Collects pull bodies and decodes them ``max_rows`` records at a time (all that is in
     once ``max_bytes`` of bodies are), so Arrow batches have ``max_rows`` rows (fewer where
-    the window drops some, and at the end) rather than one small batch per pull."""
+    the window drops some, and at the end) rather than one small batch per pull. The bodies
+    are held as received and copied once, into the bytes one decode reads."""
 
     window: Window
     max_rows: int
     max_bytes: int = 16 << 20
-    _buf: bytearray = field(default_factory=bytearray)
-    _starts: list[int] = field(default_factory=list)
+    _parts: deque[memoryview] = field(default_factory=deque)  # bodies not decoded yet, in order
+    _size: int = 0                                           # their bytes
+    _starts: list[int] = field(default_factory=list)         # record positions in their concatenation
     _last: int = -1
 
     def batches(self, bodies: Iterable[bytes]) -> Iterator[pa.RecordBatch]:
         for body in bodies:
-            record_starts(body, len(self._buf), self._starts)
-            self._buf += body
+            record_starts(body, self._size, self._starts)
+            self._parts.append(memoryview(body))
+            self._size += len(body)
             while len(self._starts) >= self.max_rows:
                 yield from self._decode(self.max_rows)
-            if len(self._buf) >= self.max_bytes:
+            if self._size >= self.max_bytes:
                 yield from self._decode(len(self._starts))
         yield from self._decode(len(self._starts))
 
@@ -337,10 +341,26 @@ class BodyBatcher:
         if not records:
             return
         starts = self._starts[:records]
-        cut = self._starts[records] if records < len(self._starts) else len(self._buf)
-        data = bytes(self._buf[:cut])
-        del self._buf[:cut]
+        cut = self._starts[records] if records < len(self._starts) else self._size
+        data = self._take(cut)
         self._starts = [s - cut for s in self._starts[records:]]
         batch, self._last = decode_body(data, self.window, self._last, starts)
         if batch.num_rows:
             yield batch
+
+    def _take(self, n: int) -> bytes:
+        """The first ``n`` bytes held, joined; what follows stays held."""
+        taken: list[memoryview] = []
+        got = 0
+        while got < n:
+            part = self._parts.popleft()
+            if got + len(part) > n:
+                keep = n - got
+                taken.append(part[:keep])
+                self._parts.appendleft(part[keep:])
+                got = n
+            else:
+                taken.append(part)
+                got += len(part)
+        self._size -= n
+        return b"".join(taken)
