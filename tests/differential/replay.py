@@ -41,6 +41,7 @@ from rocketmq_spark.remoting.command import RemotingCommand, decode, encode
 from rocketmq_spark.remoting.message import decode_properties, encode_properties, parse_offset_msg_id
 from tests.differential.compare import message_tree
 from tests.vectors import APACHE_DIR
+from tests.waiting import wait_until
 
 RECORDED_BROKER = "127.0.0.1:10911"
 RECORDED_NAMESRV = "127.0.0.1:9876"
@@ -138,18 +139,6 @@ class Conn:
             pass
         self.sock.close()
         self._thread.join(2)
-
-
-def wait_for(pred: Callable[[], Any], what: str, timeout: float = 5.0) -> Any:
-    """Poll ``pred`` until truthy (a bounded condition wait); fail naming ``what``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = pred()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.005)
 
 
 # ---------------------------------------------------------------- replay
@@ -399,7 +388,7 @@ def main_scenario(r: Replay) -> None:
         r.x(name)
 
     def wake() -> dict[str, float]:  # opaque 39: another connection sends one message to queue 0
-        wait_for(lambda: r.broker.long_poll.held_count() == 1, "the suspended pull to be held")
+        wait_until(lambda: r.broker.long_poll.held_count() == 1, 5.0, "the suspended pull to be held", poll=0.005)
         woken_at = time.monotonic()
         r.resend_recorded("wake", r.v["pull_long_poll_woken"]["response"]["messages"][0])
         return {"woken_at": woken_at}
@@ -418,7 +407,7 @@ def main_scenario(r: Replay) -> None:
                                               "commitOffset": 1})
     r.x("update_consumer_offset_beyond_max")
     # the stats count the delayed message of queue 3, delivered a second after its send
-    wait_for(lambda: r.broker.store.max_offset(main, 3) == 1, "the delayed message's delivery")
+    wait_until(lambda: r.broker.store.max_offset(main, 3) == 1, 5.0, "the delayed message's delivery", poll=0.005)
     for name in ("get_consume_stats", "get_consume_stats_with_topic", "get_consume_stats_unknown_group",
                  "topic_stats", "topic_stats_unknown_topic", "view_message_by_id", "consumer_connection_list_offline"):
         r.x(name)
@@ -445,7 +434,8 @@ def main_scenario(r: Replay) -> None:
     r.x("route_retry_topic_after_send_back")
     retry = f"%RETRY%{r.name('rg')}"
     r.advance(r.time_hint(r.v["pull_retry_topic"]))  # the 1 s delay level passes on the broker's clock
-    wait_for(lambda: r.broker.store.max_offset(retry, 0) == 1, "the send-back copy in the retry topic")
+    wait_until(lambda: r.broker.store.max_offset(retry, 0) == 1, 5.0, "the send-back copy in the retry topic",
+               poll=0.005)
     for name in ("pull_retry_topic", "send_back_to_dlq", "route_dlq_topic", "pull_dlq_topic", "update_dlq_topic_perm",
                  "pull_dlq_topic_after_perm_update", "send_back_retry_message_past_max",
                  "send_back_maxreconsume_0_version_0", "max_offset_dlq_after_version_0_send_back",
