@@ -103,7 +103,8 @@ def _be(buf: np.ndarray, at: np.ndarray, dtype: str) -> np.ndarray:
 
 @dataclass(frozen=True)
 class _Bytes:
-    """One buffer to cut ranges out of: as Arrow, and as numpy rows of its next 12 bytes."""
+    """One buffer to cut ranges out of: as Arrow, as numpy, and as numpy rows of the bytes
+    that follow each position (views of one zero-padded copy, nothing gathered yet)."""
 
     data: pa.Buffer
     buf: np.ndarray
@@ -124,8 +125,8 @@ def _views(src: _Bytes, starts: np.ndarray, lengths: np.ndarray, kind: pa.DataTy
     bytes kept inline), cast to the contiguous type in Arrow's C++ (a numpy gather of
     every byte costs about 25 times as much)."""
     n = len(starts)
-    if int(lengths.sum()) >= 2**31:
-        raise _Fallback()
+    if int(lengths.sum()) >= 2**31 or len(src.buf) >= 2**31:
+        raise _Fallback()                  # int32 offsets (views' and the result's)
     raw = np.empty((n, 16), np.uint8)
     raw[:, 4:] = src.ahead[starts] * (_INLINE < lengths[:, None])
     words = raw.view(np.int32)             # length, prefix (or inline bytes), buffer, offset
