@@ -10,10 +10,14 @@ import tempfile
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+if TYPE_CHECKING:
+    from rocketmq_spark.client import MQClient
+    from rocketmq_spark.remoting.route import MessageQueue
 
 
 @contextmanager
@@ -25,6 +29,25 @@ def broker_process(data_dir: str | None = None, *, flush: str = "async",
     with BrokerProcess(root / "data", flush=flush, log=root / "broker.log",
                        max_transfer_count=max_transfer_count) as broker:
         yield broker.namesrv_addr
+
+
+def produce_fast(mq: "MQClient", queues: "list[MessageQueue]", n: int, size: int = 32,
+                 batch: int = 256) -> float:
+    """``n`` messages of ``size`` bytes with ``send_batch``, ``batch`` at a time, round robin
+    over ``queues``; returns the seconds it took."""
+    from rocketmq_spark.structs import Message
+
+    body = b"x" * size
+    with Timer() as t:
+        sent = i = 0
+        while sent < n:
+            k = min(batch, n - sent)
+            q = queues[i % len(queues)]
+            r = mq.send_batch([Message(q.topic, body)] * k, queue=q)
+            if r.status != "SEND_OK":
+                raise RuntimeError(f"send_batch: {r.status}")
+            sent, i = sent + k, i + 1
+    return t.seconds
 
 
 class Timer:
@@ -258,6 +281,17 @@ def _processes() -> dict[int, tuple[int, str, float]]:
         ticks = sum(int(x) for x in fields[11:15])   # utime stime cutime cstime
         out[int(entry)] = (ppid, cmd, ticks / _TICK)
     return out
+
+
+@contextmanager
+def cpu_spent(sidecar_dir: str) -> Iterator[dict[str, float]]:
+    """A dict filled on exit with the CPU seconds each role (``cpu_by_role``) spent inside
+    the ``with`` block."""
+    spent: dict[str, float] = {}
+    before = cpu_by_role(sidecar_dir)
+    yield spent
+    after = cpu_by_role(sidecar_dir)
+    spent.update({role: after[role] - before[role] for role in after})
 
 
 def cpu_by_role(sidecar_dir: str) -> dict[str, float]:

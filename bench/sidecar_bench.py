@@ -25,24 +25,12 @@ import time
 import uuid
 from typing import Callable
 
-from common import Timer, broker_process, table  # also puts the project root on sys.path
+from common import Timer, broker_process, produce_fast, table  # also puts the project root on sys.path
 
 from rocketmq_spark.client import ClientConfig, MQClient
-from rocketmq_spark.remoting.route import MessageQueue
 from rocketmq_spark.sidecar.model import Cluster, PullSpec
 from rocketmq_spark.sidecar.pull import read_range
 from rocketmq_spark.sidecar.service import SidecarService
-from rocketmq_spark.structs import Message
-
-
-def produce(mq: MQClient, topic: str, queues: list[MessageQueue], n: int) -> None:
-    sent = i = 0
-    while sent < n:
-        k = min(256, n - sent)
-        r = mq.send_batch([Message(topic, b"x" * 32)] * k, queue=queues[i % len(queues)])
-        if r.status != "SEND_OK":
-            raise RuntimeError(f"send_batch: {r.status}")
-        sent, i = sent + k, i + 1
 
 
 def run(ranges: list[PullSpec], threads: int, read: Callable[[PullSpec], int]) -> tuple[float, float, int]:
@@ -76,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
         topic = f"bench_sidecar_{uuid.uuid4().hex[:6]}"
         mq.create_topic(topic, queues=args.queues)
         queues = sorted(mq.publish_queues(topic, refresh=True))
-        produce(mq, topic, queues, args.messages)
+        produce_fast(mq, queues, args.messages)
         ranges = [PullSpec(q, 0, mq.max_offset(q), group="bench_sidecar", pull_batch_size=args.pull_batch_size)
                   for q in queues]
         mq.close()

@@ -37,27 +37,11 @@ import uuid
 from typing import Any
 
 from ceiling_source import ceiling_df
-from common import Timer, broker_process, cpu_by_role, table  # also puts the project root on sys.path
+from common import Timer, broker_process, cpu_spent, produce_fast, table  # also puts the project root on sys.path
 
 from rocketmq_spark.client import ClientConfig, MQClient
 from rocketmq_spark.remoting.route import MessageQueue
 from rocketmq_spark.structs import Message
-
-
-def produce_fast(mq: MQClient, queues: list[MessageQueue], n: int, size: int, batch: int = 256) -> float:
-    body = b"x" * size
-    with Timer() as t:
-        sent = 0
-        i = 0
-        while sent < n:
-            k = min(batch, n - sent)
-            q = queues[i % len(queues)]
-            r = mq.send_batch([Message(q.topic, body)] * k, queue=q)
-            if r.status != "SEND_OK":
-                raise RuntimeError(f"send_batch: {r.status}")
-            sent += k
-            i += 1
-    return t.seconds
 
 
 def spark_session() -> Any:
@@ -220,20 +204,16 @@ def main(argv: list[str] | None = None) -> int:
             opts = {"pullBatchSize": args.pull_batch_size}
             run_noop(rocketmq_df(spark, addr, topics["warm"], **opts), f"{work}/warm-src")
             run_noop(rate_df(spark, 2_000), f"{work}/warm-rate")
-            before = cpu_by_role(sidecar_dir)
-            results["rocketmq (orderly)"] = run_noop(rocketmq_df(spark, addr, topics["main"], **opts),
-                                                     f"{work}/src")
-            after = cpu_by_role(sidecar_dir)
-            cpu = {role: after[role] - before[role] for role in after}
+            with cpu_spent(sidecar_dir) as cpu:
+                results["rocketmq (orderly)"] = run_noop(rocketmq_df(spark, addr, topics["main"], **opts),
+                                                         f"{work}/src")
             results["rocketmq (concurrent, minPartitions=2)"] = run_noop(
                 rocketmq_df(spark, addr, topics["main"], consumeMode="concurrent", minPartitions=2,
                             **opts), f"{work}/src-concurrent")
             results["rate-micro-batch"] = run_noop(rate_df(spark, n), f"{work}/rate")
             run_noop(ceiling_df(spark, 2_000), f"{work}/warm-ceiling")
-            before = cpu_by_role(sidecar_dir)
-            results["Python source, prebuilt Arrow"] = run_noop(ceiling_df(spark, n), f"{work}/ceiling")
-            after = cpu_by_role(sidecar_dir)
-            cpu_ceiling = {role: after[role] - before[role] for role in after}
+            with cpu_spent(sidecar_dir) as cpu_ceiling:
+                results["Python source, prebuilt Arrow"] = run_noop(ceiling_df(spark, n), f"{work}/ceiling")
             cpp_seconds = cpp_pull_all(addr, topics["main"], n)
             results["C++ pull consumer"] = (cpp_seconds, n, cpp_seconds)
             lat = latency(spark, mq, addr, topics["lat"], queues["lat"], args.rate, args.seconds,

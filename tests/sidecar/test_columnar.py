@@ -143,10 +143,10 @@ def test_the_property_map_keeps_what_the_per_message_decoder_keeps(texts: list[s
 
 
 def _repeats_a_name(text: str) -> bool:
-    names = [p.partition("\x01")[0] for p in text.split("\x02") if "\x01" in p]
-    kept = [n for n, p in zip(names, (p for p in text.split("\x02") if "\x01" in p))
-            if n and p.partition("\x01")[2]]
-    return len(kept) != len(set(kept))
+    """Whether two of the pairs ``decode_properties`` keeps have the same name."""
+    names = [name for name, sep, value in (piece.partition("\x01") for piece in text.split("\x02"))
+             if sep and name and value]
+    return len(names) != len(set(names))
 
 
 @settings(max_examples=150, deadline=None)

@@ -329,11 +329,12 @@ class MessageStore:
         the position after the last entry looked at."""
         picked: list[int] = []
         total = 0
-        scan_limit = offset + max(MAX_FILTER_BYTES // 20, max_nums)
+        scan_limit = offset + max(MAX_FILTER_BYTES // 20, max_nums)   # Apache's, from the asked count
+        count_limit = min(max_nums, max_count)
         i = offset
         while i < hi and i < scan_limit:
             size = cq.sizes[i]
-            if picked and (len(picked) >= min(max_nums, max_count) or total + size > MAX_TRANSFER_BYTES):
+            if picked and (len(picked) >= count_limit or total + size > MAX_TRANSFER_BYTES):
                 break
             if accept(cq.tags[i]):
                 picked.append(i)
