@@ -64,6 +64,18 @@ class ClusterHandle:
                 raise TimeoutError(f"topic {topic} not routed with {want} queues in {timeout}s")
             time.sleep(0.05)
 
+    def group_members(self, group: str, topic: str) -> set[str]:
+        """Client ids of the group's consumers; empty while none has registered (brokers
+        answer SYSTEM_ERROR "no consumer for this group" then, not an empty list)."""
+        from rocketmq_spark.errors import BrokerError
+
+        try:
+            return set(self.admin.consumer_list(group, topic))
+        except BrokerError as exc:
+            if exc.code == 1 and "no consumer" in (exc.remark or ""):
+                return set()
+            raise
+
     def close(self) -> None:
         if self._admin is not None:
             self._admin.close()

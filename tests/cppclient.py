@@ -1,8 +1,7 @@
 """Test harness driving the independent C++ RocketMQ client (PyPI ``rocketmq==0.4.4``).
 
 It calls ``librocketmq.so`` through its own ``ctypes.CDLL`` (the package's ``rocketmq.ffi``
-prototypes stay untouched) to avoid the wrapper's traps listed in
-``shared/vectors/cpp-client/README.md``: bodies are sent with ``SetByteMessageBody`` and read
+prototypes stay untouched) to avoid the traps of the package's own wrapper: bodies are sent with ``SetByteMessageBody`` and read
 as the pre-C++11 copy-on-write ``std::string`` they are (length 24 bytes before the characters);
 properties are read by walking the message's ``std::map`` (libstdc++ red-black tree); push
 callbacks answer CONSUME_SUCCESS (0) / RECONSUME_LATER (1) themselves; pulls are single

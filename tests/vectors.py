@@ -1,21 +1,23 @@
-"""Access to the shared wire vectors (../shared/vectors relative to the repository)."""
+"""Access to the recorded wire traffic in ``tests/data/vectors`` (see its README)."""
 
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-SHARED = Path(os.environ.get("ROCKETMQ_SPARK_SHARED", ROOT.parent / "shared"))
-CPP_DIR = SHARED / "vectors" / "cpp-client"
-APACHE_DIR = SHARED / "vectors" / "apache-broker"
+DATA = Path(__file__).resolve().parent / "data" / "vectors"
+CPP_DIR = DATA / "cpp-client"
+APACHE_DIR = DATA / "apache-broker"
+APACHE5_DIR = DATA / "apache-broker-5"
+TXN_DIR = DATA / "apache-broker-txn"
+README = DATA / "README.md"
 
 
 def _load(directory: Path) -> dict[str, dict]:
-    if not directory.is_dir():
-        raise FileNotFoundError(f"wire vectors not found at {directory}; set ROCKETMQ_SPARK_SHARED")
-    return {p.stem: json.loads(p.read_text()) for p in sorted(directory.glob("*.json"))}
+    files = sorted(directory.glob("*.json"))
+    if not files:
+        raise FileNotFoundError(f"no recorded vectors in {directory}")
+    return {p.stem: json.loads(p.read_text()) for p in files}
 
 
 def cpp_vectors() -> dict[str, dict]:
@@ -24,3 +26,11 @@ def cpp_vectors() -> dict[str, dict]:
 
 def apache_vectors() -> dict[str, dict]:
     return _load(APACHE_DIR)
+
+
+def apache5_vectors() -> dict[str, dict]:
+    return _load(APACHE5_DIR)
+
+
+def txn_vectors() -> dict[str, dict]:
+    return _load(TXN_DIR)

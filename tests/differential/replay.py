@@ -40,7 +40,7 @@ from rocketmq_spark.remoting.codes import SERIALIZE_JSON, RequestCode
 from rocketmq_spark.remoting.command import RemotingCommand, decode, encode
 from rocketmq_spark.remoting.message import decode_properties, encode_properties, parse_offset_msg_id
 from tests.differential.compare import message_tree
-from tests.vectors import APACHE_DIR
+from tests.vectors import README as VECTORS_README
 from tests.waiting import wait_until
 
 RECORDED_BROKER = "127.0.0.1:10911"
@@ -56,7 +56,7 @@ SENDS = {R.SEND_MESSAGE, R.SEND_MESSAGE_V2, R.SEND_BATCH_MESSAGE}
 
 def plain_acl_yml() -> str:
     """The plain_acl.yml the ACL recordings were made with (from the vectors' README)."""
-    text = (APACHE_DIR / "README.md").read_text()
+    text = VECTORS_README.read_text()
     match = re.search(r"```yaml\n(.*?)```", text, re.S)
     assert match, "the README no longer shows the plain_acl.yml"
     return match.group(1)

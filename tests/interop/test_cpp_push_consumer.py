@@ -149,7 +149,7 @@ def test_one_group_shares_the_queues_and_resumes_from_committed_offsets(
     group = rocketmq.unique("cpp_scg")
     with group_of_two(rocketmq, group, topic) as (first, second):
         members = {first.client_id, second.client_id}
-        wait_until(lambda: set(rocketmq.admin.consumer_list(group, topic)) == members, TIMEOUT, "both in the group")
+        wait_until(lambda: rocketmq.group_members(group, topic) == members, TIMEOUT, "both in the group")
         probe_until(rocketmq, topic, "split", lambda probes: all(probes & bodies(c) for c in (first, second)))
         sent = Sent(rocketmq, cpp_producer, topic)
         for i in range(4):

@@ -144,7 +144,7 @@ def test_cpp_orderly_push_consumer_waits_while_the_query_holds_the_queues(
 
         cpp = CppPushConsumer(rocketmq.namesrv_addr, group, topic, orderly=True)
         cpp.start()
-        wait_until(lambda: cpp.client_id in mq.consumer_list(group, topic), 30,
+        wait_until(lambda: cpp.client_id in rocketmq.group_members(group, topic), 30,
                    "the C++ consumer to register")
         during = produce("during", 12)
         wait_until(lambda: sorted(seen) == sorted(first + during), 60,
