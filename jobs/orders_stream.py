@@ -26,7 +26,7 @@ def produce(cfg: JobConfig) -> int:
 
     c = client(cfg)
     try:
-        queues = c.publish_queues(cfg.topic)
+        queues = c.send_queues(cfg.topic)
         start = sum(c.max_offset(q) for q in queues)  # continue the order sequence across runs
         sent = 0
         for order in orders(cfg.messages, customers=cfg.customers, start=start):

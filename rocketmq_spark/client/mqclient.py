@@ -180,7 +180,7 @@ class MQClient:
                     producer_group: str = DEFAULT_PRODUCER_GROUP) -> None:
         uniq = producer.uniq_key_of(message) or self._ids.next_id()
         producer.validate(message)
-        mq = queue or self._select_queue(message.topic, self._send_candidates(message.topic), None)
+        mq = queue or self._select_queue(message.topic, self.send_queues(message.topic), None)
         addr = self.master_addr(mq.topic, mq.broker_name)
         cmd = producer.send_request(message, queue_id=mq.queue_id, producer_group=producer_group,
                                     uniq_key=uniq, born_timestamp=_now_ms(),
@@ -196,7 +196,7 @@ class MQClient:
             if queue.topic != topic:
                 raise ValueError(f"queue {queue} is not a queue of topic {topic!r}")
             return attempt(queue)
-        candidates = self._send_candidates(topic)
+        candidates = self.send_queues(topic)
         avoid: str | None = None
         for n in range(self.send_retries + 1):
             mq = self._select_queue(topic, candidates, avoid)
@@ -209,9 +209,11 @@ class MQClient:
                 avoid = mq.broker_name
         raise AssertionError("unreachable")
 
-    def _send_candidates(self, topic: str) -> list[MessageQueue]:
-        """Publish queues; for a topic without a route, TBW102's brokers with
-        min(4, queues) queues each (the broker creates the topic on the first send)."""
+    def send_queues(self, topic: str) -> list[MessageQueue]:
+        """The queues a send to ``topic`` may go to, sorted: its publish queues, or, for a
+        topic that has no route yet, TBW102's writable brokers with min(4, queues) queues
+        each, on which the broker creates the topic at the first send (what the Java
+        producer does; a sharding key picks among these too)."""
         try:
             queues = self.publish_queues(topic)
         except BrokerError as exc:
@@ -221,9 +223,9 @@ class MQClient:
                 default = self.route(DEFAULT_TOPIC)
             except BrokerError:
                 raise exc from None
-            queues = [MessageQueue(topic, qd.broker_name, i) for qd in default.queue_datas
-                      if qd.perm & Perm.WRITE and default.master_addr(qd.broker_name)
-                      for i in range(min(producer.DEFAULT_TOPIC_QUEUE_NUMS, qd.read_queue_nums))]
+            queues = sorted(MessageQueue(topic, qd.broker_name, i) for qd in default.queue_datas
+                            if qd.perm & Perm.WRITE and default.master_addr(qd.broker_name)
+                            for i in range(min(producer.DEFAULT_TOPIC_QUEUE_NUMS, qd.read_queue_nums)))
             if not queues:
                 raise exc from None
         if not queues:

@@ -41,6 +41,9 @@ def validate(message: Message) -> None:
         raise ValueError(f"message topic must be a non-empty string, got {message.topic!r}")
     if not isinstance(message.body, (bytes, bytearray, memoryview)):
         raise ValueError(f"message body must be bytes, got {type(message.body).__name__}")
+    if not len(message.body):
+        raise ValueError("message body is empty: RocketMQ refuses a message without a body "
+                         "(the Java producer refuses it; RocketMQ 5 brokers fail on it)")
     if message.delay_level < 0:
         raise ValueError(f"delay_level must be >= 0, got {message.delay_level}")
     for k, v in message.properties.items():

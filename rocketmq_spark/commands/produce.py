@@ -70,7 +70,7 @@ def _produce(args: argparse.Namespace) -> int:
             queue = None
             if key:
                 if queues is None:
-                    queues = _publish_queues(client, message)
+                    queues = client.send_queues(message.topic)
                 queue = select_queue(key, queues)
             result = client.send(message, queue=queue)
             sent += 1
@@ -83,19 +83,6 @@ def _produce(args: argparse.Namespace) -> int:
         bar.close()
     print(f"sent {sent} messages to {args.topic}")
     return 0
-
-
-def _publish_queues(client, message: Message):  # type: ignore[no-untyped-def]
-    """Queues of the topic; a first send creates a missing topic (auto-create)."""
-    from rocketmq_spark.errors import BrokerError
-
-    try:
-        return client.publish_queues(message.topic)
-    except BrokerError as exc:
-        if exc.code != 17:
-            raise
-    client.create_topic(message.topic)
-    return client.publish_queues(message.topic, refresh=True)
 
 
 def main(argv: list[str]) -> int:

@@ -1,8 +1,9 @@
 """Sending a list of messages: sharding keys pick queues, runs to one queue go as batches.
 
-A ``sharding_key`` picks ``publish_queues[abs(java_hash(key)) % n]`` (the rule of Java's
-SelectMessageQueueByHash), so one key always lands on one queue while the route is stable
-and its messages keep their order. Messages without a key go round robin (the client picks
+A ``sharding_key`` picks its queue among the topic's send queues with
+``sharding.select_queue`` (the rule of Java's SelectMessageQueueByHash), so one key always
+lands on one queue while the route is stable and its messages keep their order; a topic
+without a route yet is sent to on TBW102's brokers, which create it (as without a key). Messages without a key go round robin (the client picks
 per call). Consecutive messages bound for the same queue (or, without a key, the same
 topic) are sent with SEND_BATCH_MESSAGE in runs of up to ``max_batch_messages`` /
 ``max_batch_bytes``; delayed messages and %RETRY%/%DLQ% topics are sent one by one (the
@@ -15,8 +16,9 @@ from dataclasses import replace
 from typing import Protocol, Sequence
 
 from rocketmq_spark.remoting.codes import DLQ_PREFIX, RETRY_PREFIX
-from rocketmq_spark.remoting.message import PROP_SHARDING_KEY, java_string_hash
+from rocketmq_spark.remoting.message import PROP_SHARDING_KEY
 from rocketmq_spark.remoting.route import MessageQueue
+from rocketmq_spark.sharding import select_queue
 from rocketmq_spark.sidecar.model import Outgoing
 from rocketmq_spark.structs import Message, SendResult
 
@@ -25,17 +27,11 @@ MAX_BATCH_BYTES = 1 << 20
 
 
 class Sender(Protocol):
-    def publish_queues(self, topic: str, *, refresh: bool = False) -> list[MessageQueue]: ...
+    def send_queues(self, topic: str) -> list[MessageQueue]: ...
     def send(self, message: Message, *, queue: MessageQueue | None = None,
              producer_group: str = ..., timeout: float | None = None) -> SendResult: ...
     def send_batch(self, messages: Sequence[Message], *, queue: MessageQueue | None = None,
                    producer_group: str = ...) -> SendResult: ...
-
-
-def queue_for_key(queues: Sequence[MessageQueue], key: str) -> MessageQueue:
-    if not queues:
-        raise ValueError("no queues to choose from")
-    return queues[abs(java_string_hash(key)) % len(queues)]
 
 
 def _batchable(m: Message) -> bool:
@@ -66,8 +62,8 @@ def send_all(client: Sender, items: Sequence[Outgoing], producer_group: str, *,
         msg, queue = item.message, None
         if item.sharding_key:
             if item.message.topic not in routes:
-                routes[msg.topic] = client.publish_queues(msg.topic)
-            queue = queue_for_key(routes[msg.topic], item.sharding_key)
+                routes[msg.topic] = client.send_queues(msg.topic)
+            queue = select_queue(item.sharding_key, routes[msg.topic])
             msg = replace(msg, properties={**msg.properties, PROP_SHARDING_KEY: item.sharding_key})
         messages.append(msg)
         lanes.setdefault((msg.topic, queue), []).append(i)

@@ -233,6 +233,9 @@ def to_outgoing(batch: "pa.RecordBatch", layout: Layout, default_topic: str | No
             raise rows.fail("body", "is null; every message needs a body")
         if layout.body_is_string:
             body = body.encode("utf-8")
+        if not body:
+            raise rows.fail("body", "is empty; RocketMQ refuses a message without a body (the "
+                                    "Java producer refuses it, RocketMQ 5 brokers fail on it)")
         topic = topics[i] if topics[i] is not None else default_topic
         if topic is None:
             raise rows.fail("topic", "is null and option 'topic' is not set")

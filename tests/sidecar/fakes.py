@@ -120,12 +120,12 @@ class FakeSender:
         self.stored: dict[MessageQueue, list[Message]] = {}
         self._rr = 0
 
-    def publish_queues(self, topic: str, *, refresh: bool = False) -> list[MessageQueue]:
+    def send_queues(self, topic: str) -> list[MessageQueue]:
         return [q for q in self.queues if q.topic == topic]
 
     def _store(self, msgs: Sequence[Message], queue: MessageQueue | None) -> SendResult:
         if queue is None:
-            qs = self.publish_queues(msgs[0].topic)
+            qs = self.send_queues(msgs[0].topic)
             queue = qs[self._rr % len(qs)]
             self._rr += 1
         first = self.next_offset.get(queue, 0)

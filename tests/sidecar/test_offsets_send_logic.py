@@ -8,7 +8,8 @@ from rocketmq_spark.remoting.message import java_string_hash
 from rocketmq_spark.remoting.route import MessageQueue
 from rocketmq_spark.sidecar.model import Outgoing
 from rocketmq_spark.sidecar.offsets import first_offset_at_or_after, queue_offsets
-from rocketmq_spark.sidecar.send import queue_for_key, send_all
+from rocketmq_spark.sharding import select_queue
+from rocketmq_spark.sidecar.send import send_all
 from rocketmq_spark.structs import Message
 from tests.sidecar.fakes import FakeOffsetClient, FakeQueue, FakeSender, make_messages
 
@@ -63,8 +64,11 @@ def test_search_empty_queue() -> None:
 
 def test_sharding_key_picks_java_hash_queue() -> None:
     qs = [MessageQueue("t", "b", i) for i in range(4)]
-    assert queue_for_key(qs, "order-42") == qs[abs(java_string_hash("order-42")) % 4]
-    assert queue_for_key(qs, "order-42") == queue_for_key(qs, "order-42")
+    assert select_queue("order-42", qs) == qs[abs(java_string_hash("order-42")) % 4]
+    # Java's SelectMessageQueueByHash: hashCode() % n, then abs (Integer.MIN_VALUE included)
+    assert java_string_hash("polygenelubricants") == -2**31
+    assert select_queue("polygenelubricants", qs) == qs[0]
+    assert select_queue("Aa", qs) == select_queue("BB", qs)   # equal Java hashes
 
 
 def test_send_routes_batches_and_keeps_request_order() -> None:
@@ -76,7 +80,7 @@ def test_send_routes_batches_and_keeps_request_order() -> None:
     items.append(Outgoing(Message("orders", b"after-delay"), "k1"))
     results = send_all(sender, items, "pg")
     assert len(results) == len(items)
-    q1, q2 = queue_for_key(qs, "k1"), queue_for_key(qs, "k2")
+    q1, q2 = select_queue("k1", qs), select_queue("k2", qs)
     assert [r.queue for r in results] == [q1, q2, q1, q2, q1, q1, q1]
     # k1's messages are stored in request order, the delayed one alone
     assert [m.body for m in sender.stored[q1]] == [b"0", b"2", b"4", b"delayed", b"after-delay"]

@@ -12,7 +12,7 @@ from pyspark.sql.types import (ArrayType, BinaryType, IntegerType, LongType, Map
                                StructField, StructType)
 
 from rocketmq_spark.remoting.message import PROP_SHARDING_KEY, PROP_UNIQ_KEY
-from rocketmq_spark.sidecar.send import queue_for_key
+from rocketmq_spark.sharding import select_queue
 from tests.interop.helpers import big, binary, wait_until
 
 from .readback import count, cpp_read, ours_read, write
@@ -57,7 +57,7 @@ def test_rows_arrive_byte_for_byte_and_in_order_per_sharding_key(spark, rocketmq
             seq, body, tags, keys, props, key = by_seq[int(m.properties["seq"])]
             assert (m.payload(), m.tags, m.keys, m.properties["note"], m.properties[PROP_SHARDING_KEY]) == \
                 (body, tags, " ".join(keys), props["note"], key)
-            want_q = queue_for_key(publish, key)
+            want_q = select_queue(key, publish)
             assert (want_q.broker_name, want_q.queue_id) == (broker, qid), f"{key} on the wrong queue"
     for key in KEYS:
         placed = {q for q, msgs in ours.items() for m in msgs if m.properties[PROP_SHARDING_KEY] == key}
@@ -79,7 +79,7 @@ def test_string_bodies_topic_per_row_and_delay_level(spark, rocketmq):
     default = rocketmq.create_topic("sink_default", queues=1)
     other = rocketmq.create_topic("sink_other", queues=1)
     rows = [("héllo ✓", None, "single-key", None), ("to other", other, None, None),
-            ("", default, "k", None), ("later", None, None, 1)]
+            ("x", default, "k", None), ("later", None, None, 1)]
     df = spark.createDataFrame(rows, "body string, topic string, keys string, delay_level int")
     write(df, rocketmq, topic=default)
 
@@ -87,7 +87,7 @@ def test_string_bodies_topic_per_row_and_delay_level(spark, rocketmq):
     wait_until(lambda: count(rocketmq, default) == 3, 30, "the delayed message in " + default)
     got = [m for msgs in ours_read(rocketmq, default).values() for m in msgs]
     assert sorted((m.payload(), m.keys) for m in got) == \
-        sorted([("héllo ✓".encode(), "single-key"), (b"", "k"), (b"later", None)])
+        sorted([("héllo ✓".encode(), "single-key"), (b"x", "k"), (b"later", None)])
     delayed = next(m for m in got if m.payload() == b"later")
     assert delayed.properties.get("DELAY") == "1"
     assert [m.payload() for msgs in ours_read(rocketmq, other).values() for m in msgs] == [b"to other"]
@@ -149,6 +149,9 @@ def test_a_bad_row_fails_the_job_naming_row_and_column(spark, rocketmq):
     df = spark.createDataFrame([(b"a", 0), (None, 1)], "body binary, delay_level long")
     with pytest.raises(Exception, match="row 2: column 'body' is null"):
         write(df.coalesce(1), rocketmq, topic=topic)
+    df = spark.createDataFrame([("a",), ("",)], "body string")      # Java refuses, 5.x brokers fail
+    with pytest.raises(Exception, match="row 2: column 'body' is empty; RocketMQ refuses"):
+        write(df.coalesce(1), rocketmq, topic=topic)
     df = spark.createDataFrame([(b"a", 99)], StructType([StructField("body", BinaryType()),
                                                          StructField("delay_level", LongType())]))
     with pytest.raises(Exception, match="column 'delay_level' value 99 is not a delay level"):
@@ -163,3 +166,35 @@ def test_a_refused_send_fails_the_job_with_the_broker_code(spark, rocketmq):
                                         r"MESSAGE_ILLEGAL \(code 13\)") as info:
         write(df, rocketmq, topic=topic, batchSize=2)
     assert "SendFailed" in str(info.value)
+
+
+def test_sharding_keys_into_a_topic_that_does_not_exist_yet(spark, rocketmq):
+    """The broker creates a topic at its first send (autoCreateTopicEnable): a keyed write
+    must work there as an unkeyed one does, each key on one queue, in row order."""
+    from rocketmq_spark.errors import BrokerError
+
+    topic = rocketmq.unique("sink_new")
+    rows = [(f"{KEYS[i % len(KEYS)]}:{i}", KEYS[i % len(KEYS)]) for i in range(50)]
+    write(spark.createDataFrame(rows, "body string, sharding_key string").coalesce(1), rocketmq, topic=topic)
+
+    def stored() -> int:
+        try:
+            return count(rocketmq, topic)
+        except BrokerError as exc:            # TOPIC_NOT_EXIST until the broker registers it
+            if exc.code != 17:
+                raise
+            return 0
+
+    wait_until(lambda: stored() == len(rows), 60, f"{topic} routed with every message")
+    placed: dict[str, set] = {}
+    for q, msgs in ours_read(rocketmq, topic).items():
+        for m in msgs:
+            key, seq = m.payload().decode().split(":")
+            placed.setdefault(key, set()).add(q)
+            assert m.properties[PROP_SHARDING_KEY] == key
+        per_key: dict[str, list[int]] = {}
+        for m in msgs:
+            key, seq = m.payload().decode().split(":")
+            per_key.setdefault(key, []).append(int(seq))
+        assert all(s == sorted(s) for s in per_key.values())
+    assert set(placed) == set(KEYS) and all(len(qs) == 1 for qs in placed.values()), placed

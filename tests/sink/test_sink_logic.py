@@ -118,7 +118,7 @@ def layout_of(batch: pa.RecordBatch) -> Layout:
 
 
 def test_rows_become_messages_in_order():
-    batch = arrow(body=[b"\x00a\x00", b"", b"c"], topic=["t1", None, "t2"], tags=["A", "", None],
+    batch = arrow(body=[b"\x00a\x00", b"b", b"c"], topic=["t1", None, "t2"], tags=["A", "", None],
                   keys=[["k1", "k2"], None, ["", "k3", None]],
                   properties=pa.array([[("p", "1"), ("e", ""), ("n", None)], None, []],
                                       pa.map_(pa.string(), pa.string())),
@@ -131,7 +131,7 @@ def test_rows_become_messages_in_order():
     assert (a.message.topic, a.message.body, a.message.tags, a.message.keys, dict(a.message.properties),
             a.sharding_key, a.message.delay_level) == ("t1", b"\x00a\x00", "A", "k1 k2", {"p": "1"}, "s", 0)
     assert (b.message.topic, b.message.body, b.message.tags, b.message.keys, b.sharding_key,
-            b.message.delay_level) == ("dflt", b"", None, None, None, 3)
+            b.message.delay_level) == ("dflt", b"b", None, None, None, 3)
     assert (c.message.topic, c.message.keys, c.sharding_key, c.message.tags) == ("t2", "k3", None, None)
 
 
@@ -168,6 +168,8 @@ def test_no_rows_no_call():
 
 @pytest.mark.parametrize("cols, message", [
     ({"body": [b"a", None]}, "partition 2, row 2: column 'body' is null"),
+    ({"body": [b"a", b""]}, "partition 2, row 2: column 'body' is empty; RocketMQ refuses"),
+    ({"body": ["a", ""]}, "row 2: column 'body' is empty"),
     ({"body": [b"a"], "topic": pa.array([None], pa.string())}, "row 1: column 'topic' is null and option"),
     ({"body": [b"a"], "topic": ["no spaces"]}, "column 'topic' value 'no spaces' is not a topic name"),
     ({"body": [b"a"], "tags": ["x\x01y"]}, "column 'tags' value 'x\\\\x01y' contains \\\\x01 or \\\\x02"),
