@@ -34,3 +34,10 @@ def apache5_vectors() -> dict[str, dict]:
 
 def txn_vectors() -> dict[str, dict]:
     return _load(TXN_DIR)
+
+
+def broker_vectors() -> dict[str, dict]:
+    """The 4.9.8 and the 5.1.3 recordings, keyed ``4.9.8/<name>`` and ``5.1.3/<name>``: what
+    a client must read whichever of the two a cluster runs."""
+    return {**{f"4.9.8/{k}": v for k, v in apache_vectors().items()},
+            **{f"5.1.3/{k}": v for k, v in apache5_vectors().items()}}

@@ -1,4 +1,4 @@
-"""Golden tests: every frame in the Apache broker recordings (requests and answers) decodes
+"""Golden tests: every frame in the Apache broker recordings (4.9.8 and 5.1.3) (requests and answers) decodes
 whole, byte by byte and with trailing bytes; stored messages decode to the recorded fields."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ import pytest
 from rocketmq_spark.remoting import command
 from rocketmq_spark.remoting.codes import SERIALIZE_ROCKETMQ
 from rocketmq_spark.remoting.message import decode_messages, encode_message
-from tests.vectors import apache_vectors
+from tests.vectors import broker_vectors
 
-VECTORS = apache_vectors()
+VECTORS = broker_vectors()
 FRAMES = sorted(
     [(name, "request") for name, v in VECTORS.items() if "frame_hex" in v["request"]]
     + [(name, "response") for name, v in VECTORS.items() if v.get("response")])
