@@ -32,9 +32,30 @@ def sidecar_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 
 @pytest.fixture(scope="session")
-def spark(sidecar_dir: Path) -> Iterator[Any]:
-    """The one local[2] SparkSession of the test session."""
+def connect_port() -> int:
+    from tests.spark_session import free_port
+
+    return free_port()
+
+
+@pytest.fixture(scope="session")
+def spark(sidecar_dir: Path, connect_port: int) -> Iterator[Any]:
+    """The one local[2] SparkSession of the test session (serving Spark Connect too)."""
     from tests.spark_session import local_session
 
-    with local_session() as session:
+    with local_session(connect_port) as session:
         yield session
+
+
+@pytest.fixture(scope="session")
+def spark_connect(spark: Any, connect_port: int) -> Iterator[Any]:
+    """A Spark Connect session (``SparkSession.builder.remote``) on the test session's Spark.
+    The Connect client class is used directly: pyspark's builder refuses a remote session
+    in a process that also holds a classic one."""
+    from pyspark.sql.connect.session import SparkSession as RemoteSparkSession
+
+    session = RemoteSparkSession.builder.remote(f"sc://127.0.0.1:{connect_port}").getOrCreate()
+    try:
+        yield session
+    finally:
+        session.stop()

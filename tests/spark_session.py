@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import sys
 from contextlib import contextmanager
 from pathlib import Path
@@ -51,14 +52,27 @@ def stop_sidecar(d: Path) -> None:
     os.kill(pid, signal.SIGTERM)
 
 
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
 @contextmanager
-def local_session() -> Iterator[Any]:
-    """A local[2] SparkSession with the test settings; stopped on exit."""
+def local_session(connect_port: int | None = None) -> Iterator[Any]:
+    """A local[2] SparkSession with the test settings; stopped on exit. With
+    ``connect_port`` it also serves Spark Connect there (the SparkConnectPlugin), so Spark
+    Connect clients use the same JVM: one Spark per test session."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
-    session = (SparkSession.builder.master("local[2]").appName("rocketmq-spark-tests")
+    builder = SparkSession.builder
+    if connect_port is not None:
+        builder = (builder.config("spark.plugins", "org.apache.spark.sql.connect.SparkConnectPlugin")
+                   .config("spark.connect.grpc.binding.address", "127.0.0.1")
+                   .config("spark.connect.grpc.binding.port", str(connect_port)))
+    session = (builder.master("local[2]").appName("rocketmq-spark-tests")
                .config("spark.ui.enabled", "false")
                .config("spark.sql.shuffle.partitions", "2")
                .config("spark.default.parallelism", "2")
