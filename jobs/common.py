@@ -30,14 +30,30 @@ class JobConfig:
     access_key: str | None
     secret_key: str | None
     sidecar: str
+    tls: dict[str, str]              # the source's TLS options ([rocketmq.tls]), empty: plain TCP
 
     def source_options(self) -> dict[str, str]:
         opts = {"nameServer": self.name_server, "topic": self.topic,
-                "consumerGroup": self.consumer_group, "sidecar": self.sidecar}
+                "consumerGroup": self.consumer_group, "sidecar": self.sidecar, **self.tls}
         if self.access_key:
             opts["accessKey"] = self.access_key
             opts["secretKey"] = self.secret_key or ""
         return opts
+
+
+# [rocketmq.tls] keys -> the source's and sink's TLS options
+TLS_KEYS = {"enable": "tls", "trust_cert_path": "tlsTrustCertPath", "verify": "tlsVerify",
+            "cert_path": "tlsCertPath", "key_path": "tlsKeyPath", "key_password": "tlsKeyPassword"}
+
+
+def _tls_options(table: dict[str, Any]) -> dict[str, str]:
+    unknown = sorted(set(table) - set(TLS_KEYS))
+    if unknown:
+        raise SystemExit(f"--conf: unknown key [rocketmq.tls] {unknown[0]}; known: {', '.join(TLS_KEYS)}")
+    opts = {TLS_KEYS[k]: str(v).lower() if isinstance(v, bool) else str(v) for k, v in table.items()}
+    if "ROCKETMQ_TLS_KEY_PASSWORD" in os.environ and "tlsKeyPath" in opts:
+        opts.setdefault("tlsKeyPassword", os.environ["ROCKETMQ_TLS_KEY_PASSWORD"])
+    return opts if opts.get("tls") == "true" else {}
 
 
 def parse_args(description: str, argv: list[str] | None = None,
@@ -67,7 +83,7 @@ def parse_args(description: str, argv: list[str] | None = None,
         checkpoint=out.get("checkpoint", "work/checkpoints/orders"),
         access_key=mq.get("access_key") or os.environ.get("ROCKETMQ_ACCESS_KEY"),
         secret_key=mq.get("secret_key") or os.environ.get("ROCKETMQ_SECRET_KEY"),
-        sidecar=mq.get("sidecar", "auto"))
+        sidecar=mq.get("sidecar", "auto"), tls=_tls_options(mq.get("tls", {})))
     return args, cfg
 
 
@@ -101,8 +117,11 @@ def say(text: str) -> None:
 def client(cfg: JobConfig):  # type: ignore[no-untyped-def]
     from rocketmq_spark.client import ClientConfig, MQClient
 
+    from rocketmq_spark.spark.options import OPTIONS, tls_settings
+
+    tls = tls_settings({k.lower(): OPTIONS[k.lower()].parse(k, v) for k, v in cfg.tls.items()})
     return MQClient(ClientConfig.parse(cfg.name_server, access_key=cfg.access_key,
-                                       secret_key=cfg.secret_key))
+                                       secret_key=cfg.secret_key, tls=tls))
 
 
 def print_lag(cfg: JobConfig, group: str | None = None) -> int:

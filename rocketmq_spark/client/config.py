@@ -6,6 +6,8 @@ import os
 import socket
 from dataclasses import dataclass, field
 
+from rocketmq_spark.tls import TlsSettings
+
 
 def default_client_id() -> str:
     try:
@@ -23,6 +25,7 @@ class ClientConfig:
     client_id: str = field(default_factory=default_client_id)
     request_timeout: float = 3.0                # seconds, for every call but long polls
     route_ttl: float = 30.0                     # seconds a cached route is trusted
+    tls: TlsSettings | None = None              # every connection over TLS when set
 
     @classmethod
     def parse(cls, name_server: str, **kwargs: object) -> "ClientConfig":

@@ -65,7 +65,9 @@ class MQClient:
             raise ConfigError(f"request_timeout must be positive, got {config.request_timeout}")
         self.compress_threshold = compress_threshold
         self.send_retries = send_retries
-        self._transport = transport or Transport(connect_timeout=config.request_timeout)
+        self._transport = transport or Transport(
+            connect_timeout=config.request_timeout,
+            tls=config.tls.context() if config.tls is not None else None)
         if signer is not None:
             self._transport.rpc_hook = signer
         self._ns = NameServers(config.name_servers, self._transport.invoke, config.request_timeout)

@@ -1,4 +1,4 @@
-"""The only client socket code: one multiplexed TCP connection per address.
+"""The only client socket code: one multiplexed TCP connection per address (TLS optional).
 
 How it works. ``Transport.invoke(address, cmd, timeout)`` takes the pooled ``Connection``
 to ``address`` (opening it on demand), gives the command a fresh opaque, registers a
@@ -19,6 +19,7 @@ from __future__ import annotations
 import itertools
 import logging
 import socket
+import ssl
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -30,6 +31,7 @@ from rocketmq_spark.errors import ProtocolError, RequestTimeout, TransportError
 from rocketmq_spark.remoting.codes import (
     CLIENT_VERSION, FLAG_ONEWAY, FLAG_RESPONSE, ResponseCode)
 from rocketmq_spark.remoting.command import FrameDecoder, RemotingCommand, encode, response_to
+from rocketmq_spark.tls import TlsStream
 
 log = logging.getLogger(__name__)
 
@@ -80,14 +82,24 @@ class Connection:
 
     def __init__(self, address: str, *, connect_timeout: float, io_timeout: float,
                  on_request: Callable[["Connection", RemotingCommand], None],
-                 on_close: Callable[["Connection"], None]) -> None:
+                 on_close: Callable[["Connection"], None],
+                 tls: ssl.SSLContext | None = None) -> None:
         self.address = address
         host, port = split_address(address)
         try:
-            self._sock = socket.create_connection((host, port), timeout=connect_timeout)
+            sock = socket.create_connection((host, port), timeout=connect_timeout)
         except OSError as exc:
             raise TransportError(f"cannot connect to {address}: {exc}") from None
-        self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._sock: socket.socket | TlsStream = sock
+        if tls is not None:
+            stream = TlsStream(sock, tls, server_side=False, server_hostname=host)
+            try:
+                stream.handshake(connect_timeout, address)
+            except TransportError:
+                sock.close()
+                raise
+            self._sock = stream
         # One timeout for both directions: it bounds sendall; the reader just loops on it.
         self._sock.settimeout(io_timeout)
         self._on_request = on_request
@@ -214,8 +226,10 @@ class Transport:
     """A pool of connections, one per address, shared by every thread of the process."""
 
     def __init__(self, *, connect_timeout: float = 3.0, io_timeout: float = 30.0,
-                 rpc_hook: RpcHook | None = None, handler_threads: int = 2) -> None:
+                 rpc_hook: RpcHook | None = None, handler_threads: int = 2,
+                 tls: ssl.SSLContext | None = None) -> None:
         self.connect_timeout = connect_timeout
+        self.tls = tls                      # every connection speaks TLS when set
         self.io_timeout = io_timeout
         self.rpc_hook = rpc_hook
         self._conns: dict[str, Connection] = {}
@@ -299,7 +313,7 @@ class Transport:
                     return conn, False
             timeout = max(min(self.connect_timeout, deadline - time.monotonic()), 0.001)
             conn = Connection(address, connect_timeout=timeout, io_timeout=self.io_timeout,
-                              on_request=self._on_request, on_close=self._on_close)
+                              on_request=self._on_request, on_close=self._on_close, tls=self.tls)
             with self._lock:
                 if self._closed:
                     conn.close()

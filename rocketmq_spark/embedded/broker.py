@@ -37,6 +37,7 @@ from rocketmq_spark.remoting.codes import (DELAY_LEVELS_MS, FLAG_ONEWAY, SCHEDUL
                                            SERVER_VERSION, MessageSysFlag, Perm, RequestCode, ResponseCode)
 from rocketmq_spark.remoting.command import RemotingCommand
 from rocketmq_spark.remoting.message import PROP_DELAY, PROP_REAL_QID, PROP_REAL_TOPIC, HostPort, MessageExt
+from rocketmq_spark.tls import ServerTls
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +63,7 @@ class Broker:
                  advertised_host: str | None = None, port: int = 0, cluster: str = "DefaultCluster",
                  default_queues: int = 4, flush: str = "sync", clock: Clock | None = None,
                  segment_size: int = DEFAULT_SEGMENT_SIZE, acl_file: str | None = None,
-                 max_transfer_count: int = MAX_TRANSFER_COUNT) -> None:
+                 max_transfer_count: int = MAX_TRANSFER_COUNT, tls: ServerTls | None = None) -> None:
         if flush not in ("sync", "async"):
             raise ValueError(f"flush must be 'sync' or 'async', not {flush!r}")
         self.name = name
@@ -77,6 +78,7 @@ class Broker:
         self.segment_size = segment_size
         self.max_transfer_count = max_transfer_count
         self.acl_file = acl_file
+        self.tls = tls
         # ACL hook: check(call) raises Refuse for a request plain_acl.yml denies (acl.py).
         self.acl: AclValidator | None = AclValidator.from_file(acl_file) if acl_file else None
         self._opaque = iter(range(1, 1 << 31))
@@ -99,7 +101,8 @@ class Broker:
         self.offsets = ConsumerOffsetManager(self.root / "config" / "consumerOffset.json")
         self.topics = TopicManager(self.root / "config" / "topics.json", cluster=self.cluster, broker=self.name,
                                    clock=self.clock)
-        self.server = RemotingServer(self.name, self.host, self._on_request, on_close=self._on_close)
+        self.server = RemotingServer(self.name, self.host, self._on_request, on_close=self._on_close,
+                                     tls=self.tls)
         self.long_poll = PullHoldService(self._max_offset, name=f"{self.name}-long-poll")
         self.store: MessageStore = None  # type: ignore[assignment]  # opened in start()
         self.schedule: ScheduleService = None  # type: ignore[assignment]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 import sys
 from pathlib import Path
@@ -16,6 +17,7 @@ from rocketmq_spark.embedded.cluster import EmbeddedCluster
 from rocketmq_spark.embedded.store.message_store import MAX_TRANSFER_COUNT
 from rocketmq_spark.embedded.topics import validate_topic
 from rocketmq_spark.errors import ConfigError
+from rocketmq_spark.tls import ClientAuth, Mode, ServerTls
 
 
 def _topic(text: str) -> tuple[str, int | None]:
@@ -66,13 +68,33 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--acl", metavar="FILE", default=None,
                    help="enforce this ACL file (Apache's plain_acl.yml format) on the brokers: requests "
                         "must be signed by a configured account with the needed permissions")
+    tls = p.add_argument_group("TLS (Apache's tlsMode; the NameServer and the brokers alike)")
+    tls.add_argument("--tls-mode", choices=[m.value for m in Mode], default=Mode.DISABLED.value,
+                     help="enforcing: TLS only; permissive: TLS and plain on the same port; "
+                          "disabled (default)")
+    tls.add_argument("--tls-cert", metavar="PEM", help="server certificate (chain), PEM")
+    tls.add_argument("--tls-key", metavar="PEM", help="its private key, PEM (password: $ROCKETMQ_TLS_KEY_PASSWORD)")
+    tls.add_argument("--tls-client-auth", choices=[a.value for a in ClientAuth], default="none",
+                     help="ask clients for a certificate: none (default), optional, require")
+    tls.add_argument("--tls-client-ca", metavar="PEM", help="CAs client certificates must chain to")
     p.add_argument("--log-level", default="WARNING", choices=("DEBUG", "INFO", "WARNING", "ERROR"),
                    help="log level on stderr (default WARNING)")
     return p
 
 
+def _server_tls(p: argparse.ArgumentParser, args: argparse.Namespace) -> ServerTls | None:
+    if args.tls_mode == Mode.DISABLED.value:
+        return None
+    if not args.tls_cert or not args.tls_key:
+        p.error(f"--tls-mode {args.tls_mode} needs --tls-cert and --tls-key")
+    return ServerTls(args.tls_cert, args.tls_key, os.environ.get("ROCKETMQ_TLS_KEY_PASSWORD"),
+                     mode=Mode(args.tls_mode), client_auth=ClientAuth(args.tls_client_auth),
+                     client_ca_file=args.tls_client_ca)
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    p = parser()
+    args = p.parse_args(argv)
     logging.basicConfig(level=args.log_level, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     topics = {name: queues or args.default_queues for name, queues in args.topic}
@@ -83,18 +105,19 @@ def main(argv: list[str] | None = None) -> int:
     previous = signal.pthread_sigmask(signal.SIG_BLOCK, stop_signals)
     try:
         try:
+            tls = _server_tls(p, args)
             cluster = EmbeddedCluster(Path(args.data_dir), brokers=args.brokers,
                                       namesrv_port=args.namesrv_port, host=args.host,
                                       default_queues=args.default_queues, topics=topics,
                                       flush=args.flush, acl_file=args.acl,
-                                      max_transfer_count=args.max_transfer_count)
+                                      max_transfer_count=args.max_transfer_count, tls=tls)
             cluster.start()
         except (ConfigError, OSError, RuntimeError) as exc:
             print(f"rocketmq-spark broker: cannot start: {exc}", file=sys.stderr)
             return 1
         brokers = " ".join(f"{name}={addr}" for name, addr in cluster.broker_addrs.items())
         print(f"rocketmq-spark broker: nameServer={cluster.namesrv_addr} {brokers} "
-              f"dataDir={Path(args.data_dir).resolve()}", flush=True)
+              f"dataDir={Path(args.data_dir).resolve()} tls={args.tls_mode}", flush=True)
         try:
             signal.sigwait(stop_signals)
         finally:

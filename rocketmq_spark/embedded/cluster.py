@@ -28,6 +28,7 @@ from rocketmq_spark.embedded.store.message_store import MAX_TRANSFER_COUNT
 from rocketmq_spark.embedded.topics import TopicConfig, validate_topic
 from rocketmq_spark.errors import ConfigError
 from rocketmq_spark.remoting.codes import Perm
+from rocketmq_spark.tls import ServerTls
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +45,7 @@ class EmbeddedCluster:
                  host: str = "127.0.0.1", default_queues: int = 4, topics: dict[str, int] | None = None,
                  flush: str = "sync", acl_file: str | None = None, *, clock: Clock | None = None,
                  segment_size: int = DEFAULT_SEGMENT_SIZE, advertised_host: str | None = None,
-                 max_transfer_count: int = MAX_TRANSFER_COUNT) -> None:
+                 max_transfer_count: int = MAX_TRANSFER_COUNT, tls: ServerTls | None = None) -> None:
         if brokers < 1:
             raise ConfigError(f"brokers must be at least 1, not {brokers}")
         if default_queues < 1:
@@ -63,15 +64,16 @@ class EmbeddedCluster:
         self.initial_topics = dict(topics or {})
         self.flush = flush
         self.acl_file = acl_file
+        self.tls = tls                 # NameServer and brokers serve TLS (Apache's tlsMode) when set
         self.clock: Clock = clock or SystemClock()
         self.brokers: dict[str, Broker] = {
             broker_name(i): Broker(broker_name(i), self.data_dir, host=host, advertised_host=advertised_host,
                                    cluster=CLUSTER_NAME, default_queues=default_queues, flush=flush,
                                    clock=self.clock, segment_size=segment_size, acl_file=acl_file,
-                                   max_transfer_count=max_transfer_count)
+                                   max_transfer_count=max_transfer_count, tls=tls)
             for i in range(brokers)}
         self.namesrv = NameServer(lambda: list(self.brokers.values()), host=host, port=namesrv_port,
-                                  cluster=CLUSTER_NAME, advertised_host=advertised_host)
+                                  cluster=CLUSTER_NAME, advertised_host=advertised_host, tls=tls)
         self._started = False
 
     # ------------------------------------------------------------ life cycle

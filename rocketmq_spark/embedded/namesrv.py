@@ -21,6 +21,7 @@ from rocketmq_spark.remoting.codes import RETRY_PREFIX, RequestCode, ResponseCod
 from rocketmq_spark.remoting.command import RemotingCommand
 from rocketmq_spark.remoting.headers import GetRouteInfoRequestHeader
 from rocketmq_spark.remoting.route import BrokerData, QueueData, TopicRouteData, encode_route
+from rocketmq_spark.tls import ServerTls
 
 if TYPE_CHECKING:
     from rocketmq_spark.embedded.broker import Broker
@@ -30,7 +31,8 @@ log = logging.getLogger(__name__)
 
 class NameServer:
     def __init__(self, brokers: Callable[[], Sequence["Broker"]], *, host: str = "127.0.0.1",
-                 port: int = 0, cluster: str = "DefaultCluster", advertised_host: str | None = None) -> None:
+                 port: int = 0, cluster: str = "DefaultCluster", advertised_host: str | None = None,
+                 tls: ServerTls | None = None) -> None:
         self.name = "namesrv"
         self.cluster = cluster
         self.acl = None  # the NameServer does no ACL check (section 1.10)
@@ -38,7 +40,8 @@ class NameServer:
         self.requested_port = port
         self.advertised_host = advertised_ip(host, advertised_host)
         self.host = host
-        self.server = RemotingServer("namesrv", host, self._on_request)
+        self.tls = tls
+        self.server = RemotingServer("namesrv", host, self._on_request, tls=tls)
         self._last_port: int | None = None
         self.handlers: dict[int, Handler] = {
             RequestCode.GET_ROUTEINFO_BY_TOPIC: NameServer.handle_route,
@@ -54,7 +57,7 @@ class NameServer:
         """Listen; after a stop, on the same port again when it is free (clients keep
         their address)."""
         if self.server.used:
-            self.server = RemotingServer("namesrv", self.host, self._on_request)
+            self.server = RemotingServer("namesrv", self.host, self._on_request, tls=self.tls)
         self._last_port = self.server.bind(self.requested_port,
                                            preferred=None if self.requested_port else self._last_port)
         self.server.start()

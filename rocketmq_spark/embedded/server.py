@@ -6,7 +6,9 @@ held pull, a send waiting for fsync) through ``Connection.send``, which only que
 frame: the connection's writer thread does the socket writes, so no handler, flusher or
 timer ever blocks on a slow peer, and a held request never blocks other connections.
 A frame that cannot be decoded (over 16 MiB, bad header, unknown serialization) closes
-that connection only; queued answers are written first.
+that connection only; queued answers are written first. With TLS (``ServerTls``: Apache's
+tlsMode ``enforcing`` or ``permissive``) the reader thread runs the handshake before the
+first frame; a failed handshake closes that connection only.
 """
 
 from __future__ import annotations
@@ -23,11 +25,13 @@ from typing import Callable
 from rocketmq_spark.errors import LocalProtocolError, RemoteProtocolError
 from rocketmq_spark.remoting.command import FrameDecoder, RemotingCommand, encode
 from rocketmq_spark.remoting.message import HostPort
+from rocketmq_spark.tls import Mode, ServerTls, TlsError, TlsStream, server_stream
 
 log = logging.getLogger(__name__)
 
 _ids = itertools.count(1)
 RECV_SIZE = 256 * 1024
+HANDSHAKE_TIMEOUT = 10.0     # seconds a new connection has to finish its TLS handshake
 
 Handler = Callable[["Connection", RemotingCommand], None]
 
@@ -50,6 +54,7 @@ class Connection:
     def __init__(self, sock: socket.socket, server: "RemotingServer") -> None:
         self.id = next(_ids)
         self.sock = sock
+        self.stream: socket.socket | TlsStream = sock     # what frames are read from and written to
         self.server = server
         host, port = sock.getpeername()[:2]
         self.remote = HostPort(host, port)
@@ -101,8 +106,12 @@ class Connection:
         decoder = FrameDecoder()
         reason = "peer closed the connection"
         try:
+            if self.server.tls is not None:
+                assert self.server.tls_context is not None
+                self.stream = server_stream(self.sock, self.server.tls, self.server.tls_context,
+                                            HANDSHAKE_TIMEOUT, self.remote_addr)
             while not self.closed.is_set():
-                data = self.sock.recv(RECV_SIZE)
+                data = self.stream.recv(RECV_SIZE)
                 if not data:
                     break
                 self.last_read = time.monotonic()
@@ -115,6 +124,9 @@ class Connection:
         except RemoteProtocolError as exc:
             reason = f"bad frame: {exc}"
             log.warning("%r: %s; closing this connection", self, reason)
+        except TlsError as exc:
+            reason = str(exc)
+            log.info("%r: %s; closing this connection", self, reason)
         except OSError as exc:
             reason = f"socket error: {exc}"
         self.close()
@@ -132,7 +144,7 @@ class Connection:
                 frames = list(self._out)
                 self._out.clear()
             try:
-                self.sock.sendall(b"".join(frames))
+                self.stream.sendall(b"".join(frames))
             except OSError:
                 self.close()
                 with self._cond:
@@ -160,9 +172,12 @@ class Connection:
 
 class RemotingServer:
     def __init__(self, name: str, host: str, handler: Handler,
-                 on_close: Callable[[Connection], None] | None = None) -> None:
+                 on_close: Callable[[Connection], None] | None = None,
+                 tls: ServerTls | None = None) -> None:
         self.name = name
         self.host = host
+        self.tls = tls if tls is not None and tls.mode is not Mode.DISABLED else None
+        self.tls_context = self.tls.context() if self.tls is not None else None
         self.handler = handler
         self.on_close = on_close
         self._sock: socket.socket | None = None

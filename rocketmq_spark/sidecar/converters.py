@@ -15,6 +15,7 @@ from rocketmq_spark.sidecar.model import (
     SIDECAR_GROUP, Cluster, HealthInfo, Outgoing, PullSpec, SendBackItem)
 from rocketmq_spark.sidecar.v1 import sidecar_pb2 as pb
 from rocketmq_spark.structs import Message, QueueOffsets, SendResult
+from rocketmq_spark.tls import TlsSettings, Verify
 
 
 def _opt(text: str) -> str | None:
@@ -23,13 +24,27 @@ def _opt(text: str) -> str | None:
 
 # ---------------------------------------------------------------- cluster and queues
 
+def tls_from_pb(t: pb.Tls) -> TlsSettings:
+    return TlsSettings(ca_file=_opt(t.ca_file), cert_file=_opt(t.cert_file), key_file=_opt(t.key_file),
+                       key_password=_opt(t.key_password), verify=Verify(t.verify or Verify.FULL.value))
+
+
+def tls_to_pb(t: TlsSettings) -> pb.Tls:
+    return pb.Tls(ca_file=t.ca_file or "", cert_file=t.cert_file or "", key_file=t.key_file or "",
+                  key_password=t.key_password or "", verify=t.verify.value)
+
+
 def cluster_from_pb(c: pb.Cluster) -> Cluster:
-    return Cluster(c.name_server, _opt(c.access_key), _opt(c.secret_key))
+    return Cluster(c.name_server, _opt(c.access_key), _opt(c.secret_key),
+                   tls_from_pb(c.tls) if c.HasField("tls") else None)
 
 
 def cluster_to_pb(c: Cluster) -> pb.Cluster:
-    return pb.Cluster(name_server=c.name_server, access_key=c.access_key or "",
-                      secret_key=c.secret_key or "")
+    out = pb.Cluster(name_server=c.name_server, access_key=c.access_key or "",
+                     secret_key=c.secret_key or "")
+    if c.tls is not None:
+        out.tls.CopyFrom(tls_to_pb(c.tls))
+    return out
 
 
 def queue_from_pb(q: pb.MessageQueue) -> MessageQueue:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from rocketmq_spark.errors import ConfigError
 from rocketmq_spark.remoting.route import MessageQueue
 from rocketmq_spark.structs import Message
+from rocketmq_spark.tls import TlsSettings
 
 API_VERSION = "v1"
 # Group used for the sidecar's own pulls (store-time checks of SearchOffsets) and for
@@ -28,6 +29,7 @@ class Cluster:
     name_server: str
     access_key: str | None = None
     secret_key: str | None = field(default=None, repr=False)
+    tls: TlsSettings | None = None
 
     def __post_init__(self) -> None:
         if not self.name_server or not self.name_server.strip():

@@ -39,7 +39,7 @@ PULL_READAHEAD = 4       # bodies fetched ahead by a thread when a range is read
 def default_client_factory(cluster: Cluster) -> MQClient:
     try:
         config = ClientConfig.parse(cluster.name_server, access_key=cluster.access_key,
-                                    secret_key=cluster.secret_key)
+                                    secret_key=cluster.secret_key, tls=cluster.tls)
     except ValueError as exc:
         raise ConfigError(f"bad name_server {cluster.name_server!r}: {exc}") from None
     return MQClient(config)

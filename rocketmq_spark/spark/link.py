@@ -23,7 +23,7 @@ _mutex = threading.Lock()
 
 
 def cluster_of(opts: SourceOptions) -> Cluster:
-    return Cluster(opts.name_server, opts.access_key, opts.secret_key)
+    return Cluster(opts.name_server, opts.access_key, opts.secret_key, opts.tls)
 
 
 def client(sidecar: str) -> SidecarClient:

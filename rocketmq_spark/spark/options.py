@@ -5,7 +5,9 @@ looks each option up in :data:`OPTIONS` (name -> parser, default, help), so a ba
 raises :class:`ConfigError` naming the option and what it accepts, and an unknown option
 (a typo such as ``startingOffset``) is an error rather than silently ignored.
 
-Secrets (``accessKey``, ``secretKey``) never appear in ``repr``, in errors or in logs.
+Secrets (``accessKey``, ``secretKey``, ``tlsKeyPassword``) never appear in ``repr``, in
+errors or in logs; Spark's own redaction hides them in plans and the UI (their names match
+its ``spark.redaction.regex``).
 
 Defaults and derived values, chosen to match what a RocketMQ consumer does:
 
@@ -32,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Literal, Mapping
 
 from rocketmq_spark.errors import ConfigError
+from rocketmq_spark.tls import TlsSettings, Verify
 from rocketmq_spark.spark.offsets import (
     EarliestStart, EndSpec, GroupStart, LatestEnd, LatestStart, SpecificOffsets, StartSpec,
     TimestampStart, parse_user_json)
@@ -73,6 +76,7 @@ class SourceOptions:
     access_key: str | None = field(default=None, repr=False)
     secret_key: str | None = field(default=None, repr=False)
     arrow_batch_rows: int = ARROW_BATCH_ROWS
+    tls: TlsSettings | None = None
 
     @property
     def orderly(self) -> bool:
@@ -223,6 +227,14 @@ def _raw(name: str, raw: str) -> str:
     return raw.strip()
 
 
+def _verify(name: str, raw: str) -> Verify:
+    try:
+        return Verify(raw.strip().lower())
+    except ValueError:
+        raise ConfigError(f"option {name!r}: {raw!r} is not one of "
+                          f"{', '.join(v.value for v in Verify)}") from None
+
+
 @dataclass(frozen=True)
 class OptionSpec:
     name: str                                  # canonical spelling, used in errors
@@ -251,6 +263,30 @@ OPTIONS: dict[str, OptionSpec] = {s.name.lower(): s for s in [
     OptionSpec("accessKey", _secret, "ACL access key"),
     OptionSpec("secretKey", _secret, "ACL secret key"),
 ]}
+
+# How to reach the cluster, for the source, the sink and send_back alike.
+TLS_OPTIONS: tuple[OptionSpec, ...] = (
+    OptionSpec("tls", _bool, "false (default) | true: every connection to the cluster over TLS"),
+    OptionSpec("tlsTrustCertPath", _str, "PEM file of the CAs to trust (default: the system's)"),
+    OptionSpec("tlsVerify", _verify, "full (default: chain and host) | ca (chain only) | none (tests only)"),
+    OptionSpec("tlsCertPath", _str, "client certificate (PEM), for clusters that require one"),
+    OptionSpec("tlsKeyPath", _str, "the client certificate's private key (PEM)"),
+    OptionSpec("tlsKeyPassword", _secret, "the private key's password"),
+)
+OPTIONS.update({s.name.lower(): s for s in TLS_OPTIONS})
+
+
+def tls_settings(values: Mapping[str, Any]) -> TlsSettings | None:
+    """The TLS options among parsed ``values`` (lower-case keys) as TlsSettings, None
+    without ``tls=true``; ConfigError for a TLS option given without it."""
+    if not values.get("tls", False):
+        given = [s.name for s in TLS_OPTIONS[1:] if s.name.lower() in values]
+        if given:
+            raise ConfigError(f"option {given[0]!r} needs option 'tls' set to true")
+        return None
+    return TlsSettings(ca_file=values.get("tlstrustcertpath"), cert_file=values.get("tlscertpath"),
+                       key_file=values.get("tlskeypath"), key_password=values.get("tlskeypassword"),
+                       verify=values.get("tlsverify", Verify.FULL))
 
 # Options Spark itself may pass along with the user's.
 _IGNORED = frozenset({"path"})
@@ -375,4 +411,5 @@ def parse(options: Mapping[str, str], kind: ReadKind = "stream") -> SourceOption
         queue_refresh_ms=values.get("queuerefreshintervalms", 5000),
         access_key=values.get("accesskey"),
         secret_key=values.get("secretkey"),
+        tls=tls_settings(values),
     )

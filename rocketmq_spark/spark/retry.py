@@ -48,6 +48,7 @@ class RetrySettings:
             self.name_server, self.group = parsed.name_server, parsed.consumer_group
             self.sidecar = parsed.sidecar
             self.access_key, self.secret_key = parsed.access_key, parsed.secret_key
+            self.tls = parsed.tls
         else:
             spec = source_options.OPTIONS
 
@@ -59,11 +60,16 @@ class RetrySettings:
                     return default
                 return spec[name.lower()].parse(name, str(raw))
 
+            tls_names = {t.name.lower() for t in source_options.TLS_OPTIONS}
             unknown = sorted(set(lowered) - {"nameserver", "consumergroup", "sidecar",
-                                              "accesskey", "secretkey"})
+                                              "accesskey", "secretkey"} - tls_names)
             if unknown:
                 raise ConfigError(f"unknown option {unknown[0]!r} for send_back; give nameServer, "
-                                  f"consumerGroup, sidecar, accessKey, secretKey (or the source's options)")
+                                  f"consumerGroup, sidecar, accessKey, secretKey, the tls options "
+                                  f"(or the source's options)")
+            self.tls = source_options.tls_settings(
+                {n: get(t.name) for t in source_options.TLS_OPTIONS
+                 if (n := t.name.lower()) in lowered})
             self.name_server, self.group = get("nameServer"), get("consumerGroup")
             self.sidecar = get("sidecar", "auto")
             self.access_key, self.secret_key = get("accessKey"), get("secretKey")
@@ -74,7 +80,7 @@ class RetrySettings:
 
     @property
     def cluster(self) -> Cluster:
-        return Cluster(self.name_server, self.access_key, self.secret_key)
+        return Cluster(self.name_server, self.access_key, self.secret_key, self.tls)
 
     def __repr__(self) -> str:   # no secrets
         return (f"RetrySettings(name_server={self.name_server!r}, group={self.group!r}, "

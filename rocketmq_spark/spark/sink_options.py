@@ -6,7 +6,7 @@ an unknown option (a source-only option such as ``consumerGroup``, or a typo) is
 The parsers of options shared with the source (``nameServer``, ``sidecar``, ``accessKey``,
 ``secretKey``) are the source's own, so both accept exactly the same values.
 
-Secrets (``accessKey``, ``secretKey``) never appear in ``repr``, in errors or in logs.
+Secrets (``accessKey``, ``secretKey``, ``tlsKeyPassword``) never appear in ``repr``, in errors or in logs.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from rocketmq_spark.errors import ConfigError
 from rocketmq_spark.sidecar import Cluster
 from rocketmq_spark.spark import options as source_options
 from rocketmq_spark.spark.options import OptionSpec
+from rocketmq_spark.tls import TlsSettings
 
 __all__ = ["SinkOptions", "parse", "SINK_OPTIONS", "DEFAULT_BATCH_SIZE", "MAX_BATCH_SIZE"]
 
@@ -34,10 +35,11 @@ class SinkOptions:
     batch_size: int
     access_key: str | None = field(default=None, repr=False)
     secret_key: str | None = field(default=None, repr=False)
+    tls: TlsSettings | None = None
 
     @property
     def cluster(self) -> Cluster:
-        return Cluster(self.name_server, self.access_key, self.secret_key)
+        return Cluster(self.name_server, self.access_key, self.secret_key, self.tls)
 
 
 def _one_topic(name: str, raw: str) -> str:
@@ -73,6 +75,7 @@ SINK_OPTIONS: dict[str, OptionSpec] = {s.name.lower(): s for s in [
                f"messages per Send call to the sidecar (default {DEFAULT_BATCH_SIZE})"),
     OptionSpec("accessKey", _shared("accessKey"), "ACL access key"),
     OptionSpec("secretKey", _shared("secretKey"), "ACL secret key"),
+    *source_options.TLS_OPTIONS,
 ]}
 
 # Options Spark itself passes to a sink along with the user's.
@@ -95,4 +98,5 @@ def parse(options: Mapping[str, str]) -> SinkOptions:
         batch_size=values.get("batchsize", DEFAULT_BATCH_SIZE),
         access_key=values.get("accesskey"),
         secret_key=values.get("secretkey"),
+        tls=source_options.tls_settings(values),
     )

@@ -7,14 +7,30 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class Cluster(_message.Message):
-    __slots__ = ("name_server", "access_key", "secret_key")
+    __slots__ = ("name_server", "access_key", "secret_key", "tls")
     NAME_SERVER_FIELD_NUMBER: _ClassVar[int]
     ACCESS_KEY_FIELD_NUMBER: _ClassVar[int]
     SECRET_KEY_FIELD_NUMBER: _ClassVar[int]
+    TLS_FIELD_NUMBER: _ClassVar[int]
     name_server: str
     access_key: str
     secret_key: str
-    def __init__(self, name_server: _Optional[str] = ..., access_key: _Optional[str] = ..., secret_key: _Optional[str] = ...) -> None: ...
+    tls: Tls
+    def __init__(self, name_server: _Optional[str] = ..., access_key: _Optional[str] = ..., secret_key: _Optional[str] = ..., tls: _Optional[_Union[Tls, _Mapping]] = ...) -> None: ...
+
+class Tls(_message.Message):
+    __slots__ = ("ca_file", "cert_file", "key_file", "key_password", "verify")
+    CA_FILE_FIELD_NUMBER: _ClassVar[int]
+    CERT_FILE_FIELD_NUMBER: _ClassVar[int]
+    KEY_FILE_FIELD_NUMBER: _ClassVar[int]
+    KEY_PASSWORD_FIELD_NUMBER: _ClassVar[int]
+    VERIFY_FIELD_NUMBER: _ClassVar[int]
+    ca_file: str
+    cert_file: str
+    key_file: str
+    key_password: str
+    verify: str
+    def __init__(self, ca_file: _Optional[str] = ..., cert_file: _Optional[str] = ..., key_file: _Optional[str] = ..., key_password: _Optional[str] = ..., verify: _Optional[str] = ...) -> None: ...
 
 class MessageQueue(_message.Message):
     __slots__ = ("topic", "broker_name", "queue_id")
