@@ -139,6 +139,35 @@ class SendMessageResponseHeader(Header):
     trace_on: str | None = key("TRACE_ON", None)
 
 
+@dataclass(frozen=True)
+class EndTransactionRequestHeader(Header):
+    """END_TRANSACTION (37). ``commit_or_rollback`` is a ``TransactionState``; the broker
+    finds the half message by ``commit_log_offset`` and checks ``producer_group`` and
+    ``tran_state_table_offset`` (its half-queue offset) against it."""
+
+    producer_group: str
+    tran_state_table_offset: int
+    commit_log_offset: int
+    commit_or_rollback: int
+    msg_id: str
+    from_transaction_check: bool = False
+    transaction_id: str | None = None
+    bname: str | None = None
+
+
+@dataclass(frozen=True)
+class CheckTransactionStateRequestHeader(Header):
+    """CHECK_TRANSACTION_STATE (39), from a broker to a producer: the offsets are those of
+    the half message's latest copy, which the answer must echo."""
+
+    tran_state_table_offset: int
+    commit_log_offset: int
+    msg_id: str | None = None
+    transaction_id: str | None = None
+    offset_msg_id: str | None = None
+    bname: str | None = None
+
+
 # ---------------------------------------------------------------- pull
 
 @dataclass(frozen=True)
