@@ -5,12 +5,14 @@ recordings use (``code``, ``remark``, ``header_keys``, ``extFields`` with the JS
 of each value, ``body`` parsed the fastjson way and ``body_syntax`` saying whether it
 was strict JSON, or ``messages`` decoded, or ``body_hex``), ``normalise`` replaces
 run-specific names and addresses by placeholders, and ``diff`` walks both trees and
-reports every ``Difference`` by path: code, presence of header
-keys and of extFields (absent vs ``{}``), dict keys, JSON types, list lengths and leaf
-values. Paths look like the recordings' ``varies`` entries (``extFields.msgId``,
-``messages[].storeTimestamp``, ``body.offsetTable.<key>.lastTimestamp``); a path is
+reports every ``Difference`` by path: code, presence of extFields (absent vs ``{}``),
+JSON types, list lengths, leaf values, and each header key or dict key that only one
+side has, on its own path (``header_keys.remark``, ``body.table.<key>``; kind ``missing``
+when only Apache has it, ``extra`` when only ours does). Paths look like the recordings'
+``varies`` entries (``extFields.msgId``, ``messages[].storeTimestamp``,
+``body.offsetTable.<key>.lastTimestamp``); a path is
 masked when it or one of its ancestors is listed, and a masked value is still checked
-for its JSON type. Remarks of error answers are free text: only their presence counts.
+for its JSON type and, unless its parent is masked too, for its presence. Remarks of error answers are free text: only their presence counts.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import json
 import re
 import struct
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from rocketmq_spark.errors import RemoteProtocolError
 from rocketmq_spark.remoting import fastjson
@@ -34,8 +36,8 @@ STATUS_REMARK = re.compile(r"^[A-Z_]+$")  # pull remarks carry the store status:
 @dataclass(frozen=True, order=True)
 class Difference:
     path: str
-    kind: str  # code | keys | presence | type | count | value | answered | silent | timing
-    detail: str = ""
+    kind: str  # code | missing | extra | presence | type | count | value | answered | silent | timing
+    detail: str = ""  # Apache's side != ours ("absent" where a side has nothing), or a sentence
 
     def __str__(self) -> str:
         return f"{self.path} [{self.kind}] {self.detail}"
@@ -164,14 +166,15 @@ def diff(theirs: Any, ours: Any, masks: Iterable[str] = ()) -> list[Difference]:
         if theirs is None and ours is None:
             return []
         if theirs is None:
-            return [Difference("response", "answered", f"Apache sent nothing; we answered code {ours['code']}")]
-        return [Difference("response", "silent", f"Apache answered code {theirs['code']}; we sent nothing")]
+            return [Difference("response", "answered", f"absent != {_answer(ours)}")]
+        return [Difference("response", "silent", f"{_answer(theirs)} != absent")]
     out: list[Difference] = []
     if theirs["code"] != ours["code"] and not _masked("code", mask):
         out.append(Difference("code", "code", f"{theirs['code']} != {ours['code']}"))
     for key in ("flag", "serialization", "language", "version", "opaque"):
         _leaf(key, theirs.get(key), ours.get(key), mask, out)
-    _keys("header_keys", set(theirs["header_keys"]), set(ours["header_keys"]), mask, out)
+    _keys("header_keys", dict.fromkeys(theirs["header_keys"]), dict.fromkeys(ours["header_keys"]), mask, out,
+          show=lambda _: "present")
     remark = theirs.get("remark")
     if remark is not None and (theirs["code"] == 0 or STATUS_REMARK.match(remark)):
         _leaf("remark", remark, ours.get("remark"), mask, out)
@@ -202,11 +205,20 @@ def _leaf(path: str, a: Any, b: Any, mask: frozenset[str], out: list[Difference]
         out.append(Difference(path, "value", f"{_short(a)} != {_short(b)}"))
 
 
-def _keys(path: str, a: set[str], b: set[str], mask: frozenset[str], out: list[Difference]) -> None:
-    missing = {k for k in a - b if not _masked(f"{path}[]" if path == "header_keys" else _child(path, k), mask)}
-    extra = {k for k in b - a if not _masked(f"{path}[]" if path == "header_keys" else _child(path, k), mask)}
-    if (missing or extra) and not _masked(path, mask):
-        out.append(Difference(path, "keys", f"only Apache: {sorted(missing)}; only ours: {sorted(extra)}"))
+def _keys(path: str, a: Mapping[str, Any], b: Mapping[str, Any], mask: frozenset[str], out: list[Difference],
+          show: Callable[[Any], str] | None = None) -> None:
+    """A ``missing`` or ``extra`` difference for each key only one side has, on the key's own path.
+
+    Masking a key masks its value, not its presence: only a masked parent hides a key."""
+    if _masked(path, mask) or (path == "header_keys" and _masked("header_keys[]", mask)):
+        return
+    show = show or _short
+    for k in sorted(set(a) ^ set(b)):
+        child = _child(path, k)
+        if k in a:
+            out.append(Difference(child, "missing", f"{show(a[k])} != absent"))
+        else:
+            out.append(Difference(child, "extra", f"absent != {show(b[k])}"))
 
 
 def _walk(path: str, a: Any, b: Any, mask: frozenset[str], out: list[Difference]) -> None:
@@ -216,7 +228,7 @@ def _walk(path: str, a: Any, b: Any, mask: frozenset[str], out: list[Difference]
     if _masked(path, mask) and not isinstance(a, (dict, list)):
         return
     if isinstance(a, dict):
-        _keys(path, set(a), set(b), mask, out)
+        _keys(path, a, b, mask, out)
         for k in sorted(set(a) & set(b)):
             _walk(_child(path, k), a[k], b[k], mask, out)
     elif isinstance(a, list):
@@ -228,6 +240,11 @@ def _walk(path: str, a: Any, b: Any, mask: frozenset[str], out: list[Difference]
             _walk(path + "[]", x, y, mask, out)
     elif a != b:
         out.append(Difference(path, "value", f"{_short(a)} != {_short(b)}"))
+
+
+def _answer(tree: Mapping[str, Any]) -> str:
+    """An answer in a detail: its code and remark."""
+    return f"code {tree['code']} remark {_short(tree.get('remark'))}"
 
 
 def _short(value: Any, limit: int = 80) -> str:

@@ -1,23 +1,33 @@
 """The differences ``docs/compatibility.md`` lists as known and harmless.
 
 The document holds one markdown table between ``<!-- differences:begin -->`` and
-``<!-- differences:end -->``: columns id, kind, reason. An id is
-``<recording file>:<path>`` (``*:<path>`` for every recording), the path and kind as
-``tests.differential.compare.Difference`` reports them; kind ``measured`` marks a value
-measured on the machine (disk space, latency), which the suite masks instead.
+``<!-- differences:end -->``: columns id, kind, difference, reason. An id is
+``<recording file>:<path>`` (``*:<path>`` for every recording), the path, kind and detail
+as ``tests.differential.compare.Difference`` reports them. A row covers a difference when
+file, kind, path and detail all match; in the path and the detail ``*`` stands for any
+run of characters and ``?`` for any one character, everything else is literal. Kind
+``measured`` marks a value measured on the machine (disk space, latency), which the suite
+masks instead; its difference column is ``—``.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 from tests.differential.compare import Difference
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "compatibility.md"
+NOT_COMPARED = "—"  # the difference column of a measured row
 _BLOCK = re.compile(r"<!-- differences:begin -->(.*?)<!-- differences:end -->", re.S)
-_ROW = re.compile(r"^\|\s*`([^`]+)`\s*\|\s*([a-z]+)\s*\|\s*(.+?)\s*\|\s*$")
+_ROW = re.compile(r"^\|\s*`([^`]+)`\s*\|\s*([a-z]+)\s*\|\s*(`[^`]+`|—)\s*\|\s*(.+?)\s*\|\s*$")
+
+
+def pattern(text: str) -> re.Pattern[str]:
+    """``text`` with ``*`` = any run of characters, ``?`` = any one character, the rest literal."""
+    return re.compile("".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in text), re.S)
 
 
 @dataclass(frozen=True)
@@ -25,6 +35,7 @@ class Listed:
     file: str  # "<name>.json" or "*"
     path: str
     kind: str
+    detail: str
     reason: str
 
     @property
@@ -34,27 +45,40 @@ class Listed:
 
     @property
     def id(self) -> str:
-        return f"{self.file}:{self.path} [{self.kind}]"
+        return f"{self.file}:{self.path} [{self.kind}] {self.detail}"
+
+    @cached_property
+    def _patterns(self) -> tuple[re.Pattern[str], re.Pattern[str]]:
+        return pattern(self.path), pattern(self.detail)
 
     def covers(self, file: str, d: Difference) -> bool:
-        return self.file in (file, "*") and self.path == d.path and self.kind == d.kind
+        path, detail = self._patterns
+        return (not self.measured and self.file in (file, "*") and self.kind == d.kind
+                and path.fullmatch(d.path) is not None and detail.fullmatch(d.detail) is not None)
 
 
 def listed_differences(doc: Path = DOC) -> list[Listed]:
     match = _BLOCK.search(doc.read_text())
     assert match, f"{doc} has no differences table between the markers"
+    return parse_rows(match.group(1), str(doc))
+
+
+def parse_rows(table: str, where: str = "the table") -> list[Listed]:
     rows = []
-    for line in match.group(1).splitlines():
+    for line in table.splitlines():
         line = line.strip()
         if not line.startswith("|") or line.startswith("| id") or set(line) <= set("|- "):
             continue
         m = _ROW.match(line)
-        assert m, f"{doc}: cannot read the table row {line!r}"
-        ident, kind, reason = m.groups()
+        assert m, f"{where}: cannot read the table row {line!r}"
+        ident, kind, detail, reason = m.groups()
         file, sep, path = ident.partition(":")
-        assert sep and path, f"{doc}: id {ident!r} is not <file>:<path>"
-        assert reason.strip(), f"{doc}: {ident} gives no reason"
-        rows.append(Listed(file, path, kind, reason))
+        assert sep and path, f"{where}: id {ident!r} is not <file>:<path>"
+        assert (kind == "measured") == (detail == NOT_COMPARED), \
+            f"{where}: {ident} [{kind}]: a measured row has difference {NOT_COMPARED}, any other a `detail`"
+        assert not re.search(r"(^|\.)[*?]", path), f"{where}: {ident} must name its key, not a wildcard"
+        assert kind != "measured" or not re.search(r"[*?]", path), f"{where}: {ident}: a measured path is literal"
+        rows.append(Listed(file, path, kind, detail.strip("`"), reason))
     ids = [r.id for r in rows]
-    assert len(ids) == len(set(ids)), f"{doc}: duplicate rows {sorted({i for i in ids if ids.count(i) > 1})}"
+    assert len(ids) == len(set(ids)), f"{where}: duplicate rows {sorted({i for i in ids if ids.count(i) > 1})}"
     return rows
