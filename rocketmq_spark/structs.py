@@ -14,7 +14,7 @@ from rocketmq_spark.remoting.message import MessageExt
 from rocketmq_spark.remoting.route import MessageQueue
 
 __all__ = ["Message", "MessageExt", "MessageQueue", "SendResult", "PullStatus", "PullResult",
-           "QueueOffsets"]
+           "QueueOffsets", "HalfMessage"]
 
 
 @dataclass(frozen=True)
@@ -37,6 +37,26 @@ class SendResult:
     offset_msg_id: str     # the broker's offset message id(s)
     queue: MessageQueue
     queue_offset: int      # offset of the (first) message
+
+
+@dataclass(frozen=True)
+class HalfMessage:
+    """A transactional (half) message the broker holds until END_TRANSACTION: what a commit
+    or a rollback names. ``queue`` is where a commit delivers it (the half message itself
+    sits in RMQ_SYS_TRANS_HALF_TOPIC on ``queue``'s broker)."""
+
+    queue: MessageQueue
+    commit_log_offset: int          # of the half message, on queue.broker_name
+    tran_state_table_offset: int    # its offset in the half topic's queue
+    msg_id: str                     # its UNIQ_KEY
+
+    @classmethod
+    def of(cls, result: "SendResult") -> "HalfMessage":
+        """The half message a transactional send stored (its answer's offsets)."""
+        from rocketmq_spark.remoting.message import parse_offset_msg_id
+
+        _host, offset = parse_offset_msg_id(result.offset_msg_id)
+        return cls(result.queue, offset, result.queue_offset, result.msg_id)
 
 
 class PullStatus(Enum):

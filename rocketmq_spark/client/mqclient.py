@@ -43,7 +43,7 @@ from rocketmq_spark.remoting.headers import (
 from rocketmq_spark.remoting.message import (
     PROP_RETRY_TOPIC, MessageExt, decode_message, parse_offset_msg_id)
 from rocketmq_spark.remoting.route import MASTER_ID, MessageQueue, TopicRouteData
-from rocketmq_spark.structs import Message, PullResult, SendResult
+from rocketmq_spark.structs import HalfMessage, Message, PullResult, SendResult
 
 log = logging.getLogger(__name__)
 
@@ -244,6 +244,44 @@ class MQClient:
                 return mq
         return candidates[start % len(candidates)]
 
+    # ------------------------------------------------------------ transactions
+
+    def send_async(self, message: Message, *, queue: MessageQueue,
+                   producer_group: str = DEFAULT_PRODUCER_GROUP, transactional: bool = False,
+                   timeout: float | None = None) -> "PendingSend":
+        """``send`` to ``queue`` sent now, answered later (several can be in flight); with
+        ``transactional`` as a half message, which the broker holds until END_TRANSACTION
+        (``HalfMessage.of(result)`` names it)."""
+        uniq = producer.uniq_key_of(message) or self._ids.next_id()
+        addr = self.master_addr(queue.topic, queue.broker_name)
+        cmd = producer.send_request(message, queue_id=queue.queue_id, producer_group=producer_group,
+                                    uniq_key=uniq, born_timestamp=_now_ms(),
+                                    compress_threshold=self.compress_threshold,
+                                    transactional=transactional)
+        call = self._transport.submit(addr, cmd, timeout or self.config.request_timeout)
+        return PendingSend(call, queue, uniq, addr, cmd.code)
+
+    def end_transaction(self, half: HalfMessage, state: int, *, producer_group: str,
+                        from_check: bool = False, transaction_id: str | None = None,
+                        oneway: bool = False, address: str | None = None,
+                        timeout: float | None = None) -> "PendingCall | None":
+        """END_TRANSACTION of ``half`` on its broker (or at ``address``): sent now; the
+        returned call's ``result()`` is the answer (BrokerError for a refusal, checked by
+        ``check_end_transaction``). ``oneway`` waits for nothing (as the Java producer
+        sends it): None. Every COMMIT of the same half message delivers it once more."""
+        addr = address or self.master_addr(half.queue.topic, half.queue.broker_name)
+        cmd = producer.end_transaction_request(half, state, producer_group=producer_group,
+                                               from_check=from_check, transaction_id=transaction_id)
+        if oneway:
+            self._transport.invoke_oneway(addr, cmd, timeout or self.config.request_timeout)
+            return None
+        return self._transport.submit(addr, cmd, timeout or self.config.request_timeout)
+
+    @staticmethod
+    def check_end_transaction(call: PendingCall, address: str) -> None:
+        """Wait for an END_TRANSACTION answer; BrokerError unless SUCCESS."""
+        check(call.result(), RequestCode.END_TRANSACTION, address)
+
     # ------------------------------------------------------------ pull
 
     def pull(self, queue: MessageQueue, offset: int, *, group: str, max_nums: int = 32,
@@ -404,14 +442,14 @@ class MQClient:
             raise errors[0]
 
     def heartbeat(self, *, client_id: str | None = None, consumers: Sequence[ConsumerData] = (),
-                  producer_groups: Sequence[str] = ()) -> None:
-        """HEART_BEAT to every master known (cached routes plus the consumers' topics;
-        the whole cluster when none is known)."""
+                  producer_groups: Sequence[str] = (), addresses: Sequence[str] | None = None) -> None:
+        """HEART_BEAT to ``addresses``, or to every master known (cached routes plus the
+        consumers' topics; the whole cluster when none is known)."""
         data = HeartbeatData(client_id or self.config.client_id, tuple(producer_groups),
                              tuple(consumers))
         topics = {s.topic for c in consumers for s in c.subscriptions}
-        self._to_all(self._known_masters(sorted(topics)),
-                     request(RequestCode.HEART_BEAT, None, data.encode()))
+        targets = addresses if addresses is not None else self._known_masters(sorted(topics))
+        self._to_all(targets, request(RequestCode.HEART_BEAT, None, data.encode()))
 
     def unregister(self, *, client_id: str | None = None, producer_group: str | None = None,
                    consumer_group: str | None = None) -> None:
@@ -509,6 +547,18 @@ class MQClient:
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
+
+
+class PendingSend:
+    """A send in flight (``MQClient.send_async``)."""
+
+    def __init__(self, call: PendingCall, queue: MessageQueue, msg_id: str, address: str,
+                 code: int) -> None:
+        self._call, self._queue, self._msg_id, self._address, self._code = call, queue, msg_id, address, code
+
+    def result(self) -> SendResult:
+        return producer.send_result(self._call.result(), queue=self._queue, msg_id=self._msg_id,
+                                    address=self._address, request_code=self._code)
 
 
 class PendingPull:

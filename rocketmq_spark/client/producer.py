@@ -3,8 +3,10 @@
 A single message goes out as SEND_MESSAGE_V2 with the one-letter header, its properties
 carrying UNIQ_KEY (the client id we generate), WAIT=true, TAGS, KEYS and DELAY; bodies
 of ``compress_threshold`` bytes or more are zlib-compressed (level 5, sysFlag 1) as the
-Java producer does. A batch goes out as SEND_BATCH_MESSAGE with ``m=true`` and a body of
-batch entries, each with its own properties; batches are never compressed. Sends to a
+Java producer does; a transactional send adds TRAN_MSG / PGROUP and the prepared sysFlag
+(a half message), which END_TRANSACTION commits or rolls back. A batch goes out as
+SEND_BATCH_MESSAGE with ``m=true`` and a body of batch entries, each with its own
+properties; batches are never compressed (and never transactional: brokers refuse them). Sends to a
 ``%RETRY%`` topic move RECONSUME_TIME / MAX_RECONSUME_TIMES into header fields j and l.
 """
 
@@ -15,15 +17,17 @@ from typing import Sequence
 
 from rocketmq_spark.client.calls import check, request
 from rocketmq_spark.remoting.codes import (
-    DEFAULT_TOPIC, RETRY_PREFIX, SEND_STATUS, SEND_STORED_CODES, MessageSysFlag, RequestCode)
+    DEFAULT_TOPIC, RETRY_PREFIX, SEND_STATUS, SEND_STORED_CODES, MessageSysFlag, RequestCode,
+    TransactionState)
 from rocketmq_spark.remoting.command import RemotingCommand
-from rocketmq_spark.remoting.headers import SendMessageRequestHeader, SendMessageResponseHeader
+from rocketmq_spark.remoting.headers import (EndTransactionRequestHeader, SendMessageRequestHeader,
+                                            SendMessageResponseHeader)
 from rocketmq_spark.remoting.message import (
-    NAME_VALUE_SEP, PROP_DELAY, PROP_KEYS, PROP_MAX_RECONSUME_TIMES, PROP_RECONSUME_TIME,
+    NAME_VALUE_SEP, PROP_DELAY, PROP_KEYS, PROP_PRODUCER_GROUP, PROP_TRANSACTION_PREPARED, PROP_MAX_RECONSUME_TIMES, PROP_RECONSUME_TIME,
     PROP_TAGS, PROP_UNIQ_KEY, PROP_WAIT, PROPERTY_SEP, BatchItem, encode_batch,
     encode_properties)
 from rocketmq_spark.remoting.route import MessageQueue
-from rocketmq_spark.structs import Message, SendResult
+from rocketmq_spark.structs import HalfMessage, Message, SendResult
 
 COMPRESS_THRESHOLD = 4 * 1024   # Java's compressMsgBodyOverHowmuch
 COMPRESS_LEVEL = 5
@@ -76,9 +80,18 @@ def message_properties(message: Message, uniq_key: str) -> dict[str, str]:
 
 
 def send_request(message: Message, *, queue_id: int, producer_group: str, uniq_key: str,
-                 born_timestamp: int, compress_threshold: int = COMPRESS_THRESHOLD) -> RemotingCommand:
+                 born_timestamp: int, compress_threshold: int = COMPRESS_THRESHOLD,
+                 transactional: bool = False) -> RemotingCommand:
+    """SEND_MESSAGE_V2 of ``message``; ``transactional``: as a half message (TRAN_MSG=true,
+    PGROUP, sysFlag TRANSACTION_PREPARED_TYPE, as the Java producer's
+    sendMessageInTransaction), held by the broker until END_TRANSACTION."""
     validate(message)
     props = message_properties(message, uniq_key)
+    if transactional:
+        if message.delay_level > 0:
+            raise ValueError("a transactional message cannot have a delay level")
+        props[PROP_TRANSACTION_PREPARED] = "true"
+        props[PROP_PRODUCER_GROUP] = producer_group
     reconsume_times, max_reconsume = 0, None
     if message.topic.startswith(RETRY_PREFIX):
         reconsume_times = int(props.pop(PROP_RECONSUME_TIME, 0) or 0)
@@ -87,6 +100,8 @@ def send_request(message: Message, *, queue_id: int, producer_group: str, uniq_k
     body, sys_flag = bytes(message.body), 0
     if compress_threshold >= 0 and len(body) >= compress_threshold:
         body, sys_flag = zlib.compress(body, COMPRESS_LEVEL), MessageSysFlag.COMPRESSED
+    if transactional:
+        sys_flag |= MessageSysFlag.TRANSACTION_PREPARED_TYPE
     header = SendMessageRequestHeader(
         producer_group=producer_group, topic=message.topic, default_topic=DEFAULT_TOPIC,
         default_topic_queue_nums=DEFAULT_TOPIC_QUEUE_NUMS, queue_id=queue_id, sys_flag=sys_flag,
@@ -123,6 +138,22 @@ def batch_request(messages: Sequence[Message], *, queue_id: int, producer_group:
         born_timestamp=born_timestamp, flag=0, properties=encode_properties({PROP_WAIT: "true"}),
         reconsume_times=0, unit_mode=False, batch=True)
     return request(RequestCode.SEND_BATCH_MESSAGE, header.to_v2_ext(), encode_batch(items))
+
+
+def end_transaction_request(half: HalfMessage, state: int, *, producer_group: str,
+                            from_check: bool = False,
+                            transaction_id: str | None = None) -> RemotingCommand:
+    """END_TRANSACTION of ``half``: ``state`` COMMIT delivers it to its queue, ROLLBACK drops
+    it, UNKNOWN (only as an answer to a check) leaves it to the next check. The broker keeps
+    no transaction state: every COMMIT of the same half message delivers it once more."""
+    if state not in (TransactionState.COMMIT, TransactionState.ROLLBACK, TransactionState.UNKNOWN):
+        raise ValueError(f"transaction state {state} is not COMMIT (8), ROLLBACK (12) or UNKNOWN (0)")
+    header = EndTransactionRequestHeader(
+        producer_group=producer_group, tran_state_table_offset=half.tran_state_table_offset,
+        commit_log_offset=half.commit_log_offset, commit_or_rollback=state, msg_id=half.msg_id,
+        from_transaction_check=from_check, transaction_id=transaction_id,
+        bname=None if from_check else half.queue.broker_name)
+    return request(RequestCode.END_TRANSACTION, header)
 
 
 def send_result(response: RemotingCommand, *, queue: MessageQueue, msg_id: str, address: str,

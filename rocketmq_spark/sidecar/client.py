@@ -19,14 +19,14 @@ from rocketmq_spark.remoting.route import MessageQueue
 from rocketmq_spark.sidecar import arrow
 from rocketmq_spark.sidecar import converters as cv
 from rocketmq_spark.sidecar.model import (DEFAULT_MAX_ROWS_PER_BATCH, DEFAULT_PULL_BATCH_SIZE,
-                                          SIDECAR_GROUP, Cluster, HealthInfo, Outgoing, PullSpec,
-                                          SendBackItem)
+                                          SIDECAR_GROUP, Cluster, CommitOutcome, HealthInfo, Outgoing,
+                                          PullSpec, SendBackItem, TxnRef)
 from rocketmq_spark.sidecar.errors import SidecarUnavailable
 from rocketmq_spark.sidecar.server import GRPC_OPTIONS, parse_address
 from rocketmq_spark.sidecar.status import from_status
 from rocketmq_spark.sidecar.v1 import sidecar_pb2 as pb
 from rocketmq_spark.sidecar.v1 import sidecar_pb2_grpc as pb_grpc
-from rocketmq_spark.structs import Message, QueueOffsets, SendResult
+from rocketmq_spark.structs import HalfMessage, Message, QueueOffsets, SendResult
 
 T = TypeVar("T")
 
@@ -40,6 +40,7 @@ _channels: dict[tuple[int, str], grpc.Channel] = {}
 _channels_mutex = threading.Lock()
 
 DEFAULT_TIMEOUT = 120.0
+COMMIT_TIMEOUT = 3600.0      # a commit sends one END_TRANSACTION per message of a batch
 
 
 def channel_for(target: str) -> grpc.Channel:
@@ -164,13 +165,34 @@ class SidecarClient:
             offsets=cv.offsets_map_to_pb(offsets)))
 
     def send(self, cluster: Cluster | str, messages: Sequence[Message | Outgoing], *,
-             producer_group: str | None = None) -> list[SendResult]:
-        """Send ``messages`` (``Outgoing`` to give a sharding key); results in order."""
+             producer_group: str | None = None, transaction_tag: str | None = None) -> list[SendResult]:
+        """Send ``messages`` (``Outgoing`` to give a sharding key); results in order. With
+        ``transaction_tag`` (``TxnTag.encode()``) as half messages, for exactly-once writes."""
         items = [m if isinstance(m, Outgoing) else Outgoing(m) for m in messages]
         r = self._call(self._stub.Send, pb.SendRequest(
             cluster=cv.cluster_to_pb(Cluster.of(cluster)), producer_group=producer_group or "",
-            messages=[cv.out_message_to_pb(o) for o in items]))
+            messages=[cv.out_message_to_pb(o) for o in items], transaction_tag=transaction_tag or ""))
         return [cv.send_result_from_pb(x) for x in r.results]
+
+    def commit_transaction(self, cluster: Cluster | str, producer_group: str, txn: TxnRef,
+                           tasks: Sequence[tuple[int, int]], halves: Sequence[HalfMessage]) -> CommitOutcome:
+        """Decide ``txn``'s batch for this attempt (unless another attempt decided it first)
+        and commit the deciding attempt's half messages, each once."""
+        r = self._call(self._stub.CommitTransaction, pb.CommitTransactionRequest(
+            cluster=cv.cluster_to_pb(Cluster.of(cluster)), producer_group=producer_group,
+            transaction=cv.txn_to_pb(txn),
+            tasks=[pb.TaskAttempt(partition=p, attempt=a) for p, a in tasks],
+            messages=cv.halves_to_pb(halves)), timeout=COMMIT_TIMEOUT)
+        return cv.commit_outcome_from_pb(r)
+
+    def abort_transaction(self, cluster: Cluster | str, producer_group: str, txn: TxnRef,
+                          halves: Sequence[HalfMessage]) -> tuple[int, bool]:
+        """Roll ``halves`` back unless the batch was decided for this attempt:
+        (rolled back, decided)."""
+        r = self._call(self._stub.AbortTransaction, pb.AbortTransactionRequest(
+            cluster=cv.cluster_to_pb(Cluster.of(cluster)), producer_group=producer_group,
+            transaction=cv.txn_to_pb(txn), messages=cv.halves_to_pb(halves)), timeout=COMMIT_TIMEOUT)
+        return r.rolled_back, r.decided
 
     def send_back(self, cluster: Cluster | str, consumer_group: str,
                   items: Sequence[SendBackItem]) -> None:

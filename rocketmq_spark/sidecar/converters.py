@@ -12,9 +12,9 @@ from rocketmq_spark.errors import ConfigError
 from rocketmq_spark.remoting.route import MessageQueue
 from rocketmq_spark.sidecar.model import (
     DEFAULT_MAX_RECONSUME_TIMES, DEFAULT_MAX_ROWS_PER_BATCH, DEFAULT_PULL_BATCH_SIZE,
-    SIDECAR_GROUP, Cluster, HealthInfo, Outgoing, PullSpec, SendBackItem)
+    SIDECAR_GROUP, Cluster, CommitOutcome, HealthInfo, Outgoing, PullSpec, SendBackItem, TxnRef)
 from rocketmq_spark.sidecar.v1 import sidecar_pb2 as pb
-from rocketmq_spark.structs import Message, QueueOffsets, SendResult
+from rocketmq_spark.structs import HalfMessage, Message, QueueOffsets, SendResult
 from rocketmq_spark.tls import TlsSettings, Verify
 
 
@@ -149,6 +149,55 @@ def send_result_to_pb(r: SendResult) -> pb.SendResult:
 
 def send_result_from_pb(r: pb.SendResult) -> SendResult:
     return SendResult(r.status, r.msg_id, r.offset_msg_id, queue_from_pb(r.queue), r.queue_offset)
+
+
+# ---------------------------------------------------------------- exactly-once writes
+
+def txn_from_pb(t: pb.Transaction) -> TxnRef:
+    if not t.log_topic:
+        raise ConfigError("a transaction needs its log topic")
+    return TxnRef(t.log_topic, t.transactional_id, t.batch_id, t.epoch)
+
+
+def txn_to_pb(t: TxnRef) -> pb.Transaction:
+    return pb.Transaction(log_topic=t.log_topic, transactional_id=t.txn_id, batch_id=t.batch,
+                          epoch=t.epoch)
+
+
+def halves_from_pb(groups: Iterable[pb.HalfMessages]) -> list[HalfMessage]:
+    out: list[HalfMessage] = []
+    for g in groups:
+        q = queue_from_pb(g.queue)
+        n = len(g.commit_log_offsets)
+        if len(g.tran_state_table_offsets) != n or len(g.msg_ids) != n:
+            raise ConfigError(f"half messages of {q.topic}/{q.broker_name}/{q.queue_id}: "
+                              f"{n} commit-log offsets, {len(g.tran_state_table_offsets)} table "
+                              f"offsets and {len(g.msg_ids)} ids")
+        out.extend(HalfMessage(q, c, t, m) for c, t, m in
+                   zip(g.commit_log_offsets, g.tran_state_table_offsets, g.msg_ids))
+    return out
+
+
+def halves_to_pb(halves: Iterable[HalfMessage]) -> list[pb.HalfMessages]:
+    """Grouped by queue, each queue's in the given order."""
+    groups: dict[MessageQueue, pb.HalfMessages] = {}
+    for h in halves:
+        g = groups.get(h.queue)
+        if g is None:
+            g = groups[h.queue] = pb.HalfMessages(queue=queue_to_pb(h.queue))
+        g.commit_log_offsets.append(h.commit_log_offset)
+        g.tran_state_table_offsets.append(h.tran_state_table_offset)
+        g.msg_ids.append(h.msg_id)
+    return list(groups.values())
+
+
+def commit_outcome_to_pb(o: CommitOutcome) -> pb.CommitTransactionResponse:
+    return pb.CommitTransactionResponse(decided_epoch=o.decided_epoch, committed=o.committed,
+                                        rolled_back=o.rolled_back, recovered=o.recovered)
+
+
+def commit_outcome_from_pb(r: pb.CommitTransactionResponse) -> CommitOutcome:
+    return CommitOutcome(r.decided_epoch, r.committed, r.rolled_back, r.recovered)
 
 
 # ---------------------------------------------------------------- send back

@@ -98,3 +98,66 @@ class PullSpec:
 def queue_name(q: MessageQueue) -> str:
     """``topic/broker/queue_id``, how errors and logs name a queue."""
     return f"{q.topic}/{q.broker_name}/{q.queue_id}"
+
+
+# ---------------------------------------------------------------- exactly-once writes
+
+TAG_PROPERTY = "RMQ_SPARK_TXN"      # on every half message of an exactly-once sink
+
+
+def check_id(what: str, value: str) -> str:
+    """Transactional ids and epochs are tags and tag fields: plain, short text."""
+    if not value or len(value) > 200 or any(c in value for c in "\x01\x02 |"):
+        raise ConfigError(f"{what} {value!r} must be 1..200 characters without spaces, '|' "
+                          f"or control characters")
+    return value
+
+
+@dataclass(frozen=True)
+class TxnTag:
+    """What every half message of an exactly-once sink carries (property RMQ_SPARK_TXN)."""
+
+    log_topic: str
+    txn_id: str
+    batch: int
+    epoch: str
+    partition: int
+    attempt: int
+
+    def encode(self) -> str:
+        return "|".join((self.log_topic, self.txn_id, str(self.batch), self.epoch,
+                         str(self.partition), str(self.attempt)))
+
+    @classmethod
+    def parse(cls, text: str | None) -> "TxnTag | None":
+        parts = (text or "").split("|")
+        if len(parts) != 6:
+            return None
+        try:
+            return cls(parts[0], parts[1], int(parts[2]), parts[3], int(parts[4]), int(parts[5]))
+        except ValueError:
+            return None
+
+
+@dataclass(frozen=True)
+class TxnRef:
+    """One batch of one exactly-once sink, as one attempt writes it."""
+
+    log_topic: str
+    txn_id: str
+    batch: int
+    epoch: str
+
+    def __post_init__(self) -> None:
+        check_id("transactional id", self.txn_id)
+        check_id("epoch", self.epoch)
+
+
+@dataclass(frozen=True)
+class CommitOutcome:
+    decided_epoch: str       # the attempt whose half messages count (ours, or an earlier one)
+    committed: int           # half messages committed by this call
+    rolled_back: int         # half messages of ours rolled back (another attempt decided)
+    recovered: int           # half messages of an unfinished earlier commit committed now
+
+

@@ -8,22 +8,33 @@ per call). Consecutive messages bound for the same queue (or, without a key, the
 topic) are sent with SEND_BATCH_MESSAGE in runs of up to ``max_batch_messages`` /
 ``max_batch_bytes``; delayed messages and %RETRY%/%DLQ% topics are sent one by one (the
 broker refuses them in batches). Results come back in request order.
+
+``send_halves`` sends messages as half messages (exactly-once writes): one request each
+(brokers take no transactional batches), up to ``HALF_DEPTH`` in flight, every message
+carrying the transaction's tag; queues are chosen as above.
 """
 
 from __future__ import annotations
 
+import logging
+from collections import deque
 from dataclasses import replace
-from typing import Protocol, Sequence
+from typing import Any, Protocol, Sequence
 
-from rocketmq_spark.remoting.codes import DLQ_PREFIX, RETRY_PREFIX
+from rocketmq_spark.remoting.codes import DLQ_PREFIX, RETRY_PREFIX, TransactionState
 from rocketmq_spark.remoting.message import PROP_SHARDING_KEY
 from rocketmq_spark.remoting.route import MessageQueue
 from rocketmq_spark.sharding import select_queue
 from rocketmq_spark.sidecar.model import Outgoing
-from rocketmq_spark.structs import Message, SendResult
+from rocketmq_spark.structs import HalfMessage, Message, SendResult
+
+log = logging.getLogger(__name__)
 
 MAX_BATCH_MESSAGES = 256
 MAX_BATCH_BYTES = 1 << 20
+
+
+HALF_DEPTH = 64
 
 
 class Sender(Protocol):
@@ -95,3 +106,63 @@ def send_all(client: Sender, items: Sequence[Outgoing], producer_group: str, *,
             size += _size(m)
         flush(run, queue)
     return [r for r in results if r is not None]
+
+
+class HalfSender(Protocol):
+    def send_queues(self, topic: str) -> list[MessageQueue]: ...
+    def send_async(self, message: Message, *, queue: MessageQueue, producer_group: str = ...,
+                   transactional: bool = False, timeout: float | None = None) -> Any: ...
+    def end_transaction(self, half: HalfMessage, state: int, *, producer_group: str,
+                        oneway: bool = False) -> Any: ...
+
+
+def send_halves(client: HalfSender, items: Sequence[Outgoing], producer_group: str, tag: str, *,
+                tag_property: str, depth: int = HALF_DEPTH) -> list[SendResult]:
+    """Each message as a half message tagged ``tag``; results (the half messages' offsets)
+    in request order. The first failure raises once the requests in flight are answered,
+    after the half messages already stored are rolled back (best effort: any left over are
+    rolled back when the broker checks them back)."""
+    queues: dict[str, list[MessageQueue]] = {}
+    turn: dict[str, int] = {}
+    pending: deque[Any] = deque()
+    results: list[SendResult] = []
+    failure: Exception | None = None
+
+    def settle() -> None:
+        nonlocal failure
+        call = pending.popleft()
+        try:
+            results.append(call.result())
+        except Exception as exc:  # noqa: BLE001 - the first one is raised below
+            failure = failure or exc
+
+    for item in items:
+        msg = item.message
+        if msg.topic not in queues:
+            queues[msg.topic] = client.send_queues(msg.topic)
+        if item.sharding_key:
+            queue = select_queue(item.sharding_key, queues[msg.topic])
+            props = {**msg.properties, PROP_SHARDING_KEY: item.sharding_key, tag_property: tag}
+        else:
+            n = turn.get(msg.topic, 0)
+            turn[msg.topic] = n + 1
+            queue = queues[msg.topic][n % len(queues[msg.topic])]
+            props = {**msg.properties, tag_property: tag}
+        if len(pending) >= depth:
+            settle()
+        if failure is not None:
+            break
+        pending.append(client.send_async(replace(msg, properties=props), queue=queue,
+                                         producer_group=producer_group, transactional=True))
+    while pending:
+        settle()
+    if failure is not None:
+        for r in results:
+            try:
+                client.end_transaction(HalfMessage.of(r), TransactionState.ROLLBACK,
+                                       producer_group=producer_group, oneway=True)
+            except Exception as exc:  # noqa: BLE001 - best effort, see above
+                log.info("rolling back half message %s failed: %s", r.msg_id, exc)
+                break
+        raise failure
+    return results

@@ -21,14 +21,17 @@ from rocketmq_spark.client.mqclient import DEFAULT_PRODUCER_GROUP
 from rocketmq_spark.errors import ConfigError
 from rocketmq_spark.remoting.message import (PROP_UNIQ_KEY, HostPort, MessageExt, parse_offset_msg_id,
                                              parse_subscription)
+from rocketmq_spark.remoting.codes import RequestCode
 from rocketmq_spark.remoting.route import MessageQueue
 from rocketmq_spark.sidecar import arrow, columnar, offsets, send
 from rocketmq_spark.sidecar.locks import LOCK_LEASE, LOCK_RENEW_INTERVAL, LockKeeper, LockKey
-from rocketmq_spark.sidecar.model import (API_VERSION, Cluster, HealthInfo, Outgoing, PullSpec,
-                                          SendBackItem, queue_name)
+from rocketmq_spark.sidecar.model import (API_VERSION, TAG_PROPERTY, Cluster, CommitOutcome, HealthInfo,
+                                          Outgoing, PullSpec, SendBackItem, TxnRef, TxnTag, queue_name)
+from rocketmq_spark.sidecar.producers import ProducerKeeper
 from rocketmq_spark.sidecar.pull import PullPolicy, pipeline_depth, read_range
 from rocketmq_spark.sidecar.readahead import readahead
-from rocketmq_spark.structs import QueueOffsets, SendResult
+from rocketmq_spark.sidecar.transactions import Transactions, validate_halves
+from rocketmq_spark.structs import HalfMessage, QueueOffsets, SendResult
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +63,9 @@ class SidecarService:
         self._clients_mutex = threading.Lock()
         self._started = time.monotonic()
         self.pull_policy = pull_policy
+        self.txns = Transactions()
+        self.producers = ProducerKeeper(self.client)
+        self._answering: set[Cluster] = set()      # clusters whose client answers check-backs
         self.locks = LockKeeper(self._lock_batch, interval=lock_interval,
                                 lease=max(LOCK_LEASE, 3 * lock_interval))
         # Queues each owner locked without keep_renewed, so "unlock all" finds them too.
@@ -79,10 +85,23 @@ class SidecarService:
                 c = self._clients[cluster] = self._factory(cluster)
             return c
 
+    def _transactional(self, cluster: Cluster, group: str) -> MQClient:
+        """The cluster's client, answering check-backs, with ``group`` registered (so that
+        brokers can check back its half messages: before any exists)."""
+        c = self.client(cluster)
+        with self._clients_mutex:
+            if cluster not in self._answering:
+                self._answering.add(cluster)
+                c.set_request_handler(RequestCode.CHECK_TRANSACTION_STATE,
+                                      lambda address, cmd: self.txns.answer_check(c, address, cmd))
+        self.producers.register(cluster, group)
+        return c
+
     def close(self) -> None:
         """Unlock what the keeper holds (others need not wait for the locks to expire) and
         close the clients."""
         self.locks.close()
+        self.producers.close()
         for key, queues in self.locks.release_all().items():
             try:
                 self.client(key.cluster).unlock_batch(key.group, key.owner, sorted(queues))
@@ -185,9 +204,28 @@ class SidecarService:
         for q, off in positions.items():
             c.update_consumer_offset(group, q, off)
 
-    def send(self, cluster: Cluster, producer_group: str | None,
-             items: Sequence[Outgoing]) -> list[SendResult]:
-        return send.send_all(self.client(cluster), items, producer_group or DEFAULT_PRODUCER_GROUP)
+    def send(self, cluster: Cluster, producer_group: str | None, items: Sequence[Outgoing], *,
+             transaction_tag: str | None = None) -> list[SendResult]:
+        group = producer_group or DEFAULT_PRODUCER_GROUP
+        if transaction_tag is None:
+            return send.send_all(self.client(cluster), items, group)
+        if TxnTag.parse(transaction_tag) is None:
+            raise ConfigError(f"transaction tag {transaction_tag!r} is not "
+                              "<log topic>|<id>|<batch>|<epoch>|<partition>|<attempt>")
+        return send.send_halves(self._transactional(cluster, group), items, group, transaction_tag,
+                                tag_property=TAG_PROPERTY)
+
+    def commit_transaction(self, cluster: Cluster, producer_group: str, txn: TxnRef,
+                           tasks: Sequence[tuple[int, int]], halves: Sequence[HalfMessage]) -> CommitOutcome:
+        group = _require(producer_group, "producer_group")
+        validate_halves(halves)
+        return self.txns.commit(self._transactional(cluster, group), group, txn, tasks, halves)
+
+    def abort_transaction(self, cluster: Cluster, producer_group: str, txn: TxnRef,
+                          halves: Sequence[HalfMessage]) -> tuple[int, bool]:
+        group = _require(producer_group, "producer_group")
+        validate_halves(halves)
+        return self.txns.abort(self._transactional(cluster, group), group, txn, halves)
 
     def send_back(self, cluster: Cluster, group: str, items: Iterable[SendBackItem]) -> None:
         _require(group, "consumer_group")

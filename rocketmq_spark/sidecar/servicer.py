@@ -121,8 +121,25 @@ class SidecarServicer(pb_grpc.SidecarServicer):
     @grpc_errors
     def Send(self, request: pb.SendRequest, context: grpc.ServicerContext) -> pb.SendResponse:
         results = self.service.send(cv.cluster_from_pb(request.cluster), request.producer_group,
-                                    [cv.out_message_from_pb(m) for m in request.messages])
+                                    [cv.out_message_from_pb(m) for m in request.messages],
+                                    transaction_tag=request.transaction_tag or None)
         return pb.SendResponse(results=[cv.send_result_to_pb(r) for r in results])
+
+    @grpc_errors
+    def CommitTransaction(self, request: pb.CommitTransactionRequest,
+                          context: grpc.ServicerContext) -> pb.CommitTransactionResponse:
+        outcome = self.service.commit_transaction(
+            cv.cluster_from_pb(request.cluster), request.producer_group, cv.txn_from_pb(request.transaction),
+            [(t.partition, t.attempt) for t in request.tasks], cv.halves_from_pb(request.messages))
+        return cv.commit_outcome_to_pb(outcome)
+
+    @grpc_errors
+    def AbortTransaction(self, request: pb.AbortTransactionRequest,
+                         context: grpc.ServicerContext) -> pb.AbortTransactionResponse:
+        rolled, decided = self.service.abort_transaction(
+            cv.cluster_from_pb(request.cluster), request.producer_group, cv.txn_from_pb(request.transaction),
+            cv.halves_from_pb(request.messages))
+        return pb.AbortTransactionResponse(rolled_back=rolled, decided=decided)
 
     @grpc_errors
     def SendBack(self, request: pb.SendBackRequest, context: grpc.ServicerContext) -> pb.SendBackResponse:

@@ -15,15 +15,20 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from rocketmq_spark.errors import ConfigError
+from rocketmq_spark.client.mqclient import DEFAULT_PRODUCER_GROUP
 from rocketmq_spark.sidecar import Cluster
+from rocketmq_spark.sidecar.model import check_id
+from rocketmq_spark.sidecar.txnlog import DEFAULT_LOG_TOPIC
 from rocketmq_spark.spark import options as source_options
 from rocketmq_spark.spark.options import OptionSpec
 from rocketmq_spark.tls import TlsSettings
 
-__all__ = ["SinkOptions", "parse", "SINK_OPTIONS", "DEFAULT_BATCH_SIZE", "MAX_BATCH_SIZE"]
+__all__ = ["SinkOptions", "parse", "SINK_OPTIONS", "DEFAULT_BATCH_SIZE", "MAX_BATCH_SIZE",
+           "AT_LEAST_ONCE", "EXACTLY_ONCE"]
 
 DEFAULT_BATCH_SIZE = 256     # messages per Send call to the sidecar
 MAX_BATCH_SIZE = 8192
+AT_LEAST_ONCE, EXACTLY_ONCE = "at-least-once", "exactly-once"
 
 
 @dataclass(frozen=True)
@@ -36,6 +41,18 @@ class SinkOptions:
     access_key: str | None = field(default=None, repr=False)
     secret_key: str | None = field(default=None, repr=False)
     tls: TlsSettings | None = None
+    delivery_guarantee: str = AT_LEAST_ONCE
+    transactional_id: str | None = None
+    transaction_log_topic: str = DEFAULT_LOG_TOPIC
+
+    @property
+    def exactly_once(self) -> bool:
+        return self.delivery_guarantee == EXACTLY_ONCE
+
+    @property
+    def group(self) -> str:
+        """The producer group sends name (the sidecar's default when none is set)."""
+        return self.producer_group or DEFAULT_PRODUCER_GROUP
 
     @property
     def cluster(self) -> Cluster:
@@ -60,6 +77,14 @@ def _batch_size(name: str, raw: str) -> int:
     return value
 
 
+def _txn_id(name: str, raw: str) -> str:
+    value = raw.strip()
+    try:
+        return check_id(f"option {name!r}:", value)
+    except ConfigError as exc:
+        raise ConfigError(str(exc)) from None
+
+
 def _shared(name: str) -> Callable[[str, str], Any]:
     return source_options.OPTIONS[name.lower()].parse
 
@@ -75,6 +100,13 @@ SINK_OPTIONS: dict[str, OptionSpec] = {s.name.lower(): s for s in [
                f"messages per Send call to the sidecar (default {DEFAULT_BATCH_SIZE})"),
     OptionSpec("accessKey", _shared("accessKey"), "ACL access key"),
     OptionSpec("secretKey", _shared("secretKey"), "ACL secret key"),
+    OptionSpec("deliveryGuarantee", source_options._choice(AT_LEAST_ONCE, EXACTLY_ONCE),
+               f"{AT_LEAST_ONCE} (default) | {EXACTLY_ONCE}: transactional messages committed "
+               "with Spark's batch"),
+    OptionSpec("transactionalId", _txn_id,
+               "exactly-once: the query's name in the transaction log (default: from its checkpointLocation)"),
+    OptionSpec("transactionLogTopic", _one_topic,
+               f"exactly-once: the topic of the transaction log (default {DEFAULT_LOG_TOPIC})"),
     *source_options.TLS_OPTIONS,
 ]}
 
@@ -90,6 +122,10 @@ def parse(options: Mapping[str, str]) -> SinkOptions:
         raise ConfigError(f"option 'nameServer' is required ({SINK_OPTIONS['nameserver'].help})")
     if ("accesskey" in values) != ("secretkey" in values):
         raise ConfigError("options 'accessKey' and 'secretKey' must be set together")
+    guarantee = values.get("deliveryguarantee", AT_LEAST_ONCE)
+    for name in ("transactionalId", "transactionLogTopic"):
+        if name.lower() in values and guarantee != EXACTLY_ONCE:
+            raise ConfigError(f"option {name!r} needs deliveryGuarantee={EXACTLY_ONCE}")
     return SinkOptions(
         name_server=values["nameserver"],
         topic=values.get("topic"),
@@ -99,4 +135,7 @@ def parse(options: Mapping[str, str]) -> SinkOptions:
         access_key=values.get("accesskey"),
         secret_key=values.get("secretkey"),
         tls=source_options.tls_settings(values),
+        delivery_guarantee=guarantee,
+        transactional_id=values.get("transactionalid"),
+        transaction_log_topic=values.get("transactionlogtopic", DEFAULT_LOG_TOPIC),
     )

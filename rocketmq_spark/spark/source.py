@@ -85,7 +85,7 @@ class RocketMQDataSource(DataSource):
             raise ConfigError("the rocketmq sink only appends (RocketMQ cannot replace what a "
                               "topic holds); write with mode('append')")
         opts = sink_options.parse(self.options)
-        return RocketMQWriter(opts, check_schema(schema, opts.topic))
+        return RocketMQWriter(opts, check_schema(schema, opts.topic, exactly_once=opts.exactly_once))
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         from rocketmq_spark.spark import sink_options
@@ -93,5 +93,9 @@ class RocketMQDataSource(DataSource):
 
         # overwrite is Spark's complete output mode: every trigger sends the whole result
         # table again, as the Kafka sink does.
+        from rocketmq_spark.spark.exactly_once import stream_txn_id
+
         opts = sink_options.parse(self.options)
-        return RocketMQStreamWriter(opts, check_schema(schema, opts.topic))
+        txn_id = stream_txn_id(opts, dict(self.options)) if opts.exactly_once else None
+        return RocketMQStreamWriter(opts, check_schema(schema, opts.topic, exactly_once=opts.exactly_once),
+                                    txn_id)

@@ -24,9 +24,11 @@ send fails the task with the broker's response code and remark. Rows of one shar
 within a partition go to one queue in partition order (the sidecar sends a key's run of a
 call as one batch to its queue, and calls are sequential).
 
-Delivery is at-least-once: a retried task, a retried micro-batch or a resent Send call
-(the sidecar restarted) sends its rows again. Nothing can be taken back, so ``abort`` has
-nothing to undo: messages sent by tasks that succeeded stay in RocketMQ.
+Delivery is at-least-once by default: a retried task, a retried micro-batch or a resent
+Send call (the sidecar restarted) sends its rows again. Nothing can be taken back, so
+``abort`` has nothing to undo: messages sent by tasks that succeeded stay in RocketMQ.
+With ``deliveryGuarantee=exactly-once`` the rows go out as half messages and the driver
+commits them with the batch (``exactly_once``).
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from rocketmq_spark.remoting.codes import DELAY_LEVELS_MS, response_name
 from rocketmq_spark.remoting.message import NAME_VALUE_SEP, PROPERTY_SEP
 from rocketmq_spark.sidecar import Outgoing
 from rocketmq_spark.spark.options import _NAME_RE, _TOPIC_MAX
+from rocketmq_spark.spark import exactly_once as eo
 from rocketmq_spark.spark.sink_options import SinkOptions
 from rocketmq_spark.structs import Message, SendResult
 
@@ -129,7 +132,7 @@ class Layout:
     body_is_string: bool
 
 
-def check_schema(schema: StructType, default_topic: str | None) -> Layout:
+def check_schema(schema: StructType, default_topic: str | None, *, exactly_once: bool = False) -> Layout:
     """The sink's view of ``schema``; ConfigError naming the first bad column."""
     names = tuple(schema.fieldNames())
     allowed = ", ".join(COLUMNS)
@@ -151,6 +154,9 @@ def check_schema(schema: StructType, default_topic: str | None) -> Layout:
     if "topic" not in seen and default_topic is None:
         raise ConfigError("the rocketmq sink needs a topic: set option 'topic' or give the "
                           "DataFrame a 'topic' column")
+    if exactly_once and "delay_level" in seen:
+        raise ConfigError("column 'delay_level' cannot be written with deliveryGuarantee=exactly-once: "
+                          "RocketMQ's transactional messages have no delay (drop the column)")
     return Layout(names, _is_string(schema["body"].dataType))
 
 
@@ -333,12 +339,34 @@ def write_batches(opts: SinkOptions, layout: Layout, batches: Iterator["pa.Recor
     """Send every row of ``batches``; returns once the broker has stored all of them."""
     rows = _Rows(partition)
     sender = _Sender(opts, rows, send or _sidecar_send(opts))
+    _send_rows(sender, opts, layout, batches, rows)
+    return SinkCommit(partition=partition, messages=sender.sent, send_calls=sender.calls)
+
+
+def _send_rows(sender: "_Sender", opts: SinkOptions, layout: Layout,
+               batches: Iterator["pa.RecordBatch"], rows: "_Rows") -> None:
     checked: set[str] = set()
     for batch in batches:
         for item, size in to_outgoing(batch, layout, opts.topic, rows, checked):
             sender.add(item, size)
     sender.flush()
-    return SinkCommit(partition=partition, messages=sender.sent, send_calls=sender.calls)
+
+
+def write_halves(opts: SinkOptions, layout: Layout, batches: Iterator["pa.RecordBatch"],
+                 txn: eo.Transactional, *, send: eo.Send | None = None,
+                 identity: tuple[int, int, int] | None = None) -> eo.TxnCommit:
+    """Exactly-once: every row of ``batches`` as a half message (stored, not visible); a
+    failing task rolls back what it sent."""
+    partition, attempt, batch = identity or eo.task_identity()
+    rows = _Rows(partition)
+    collector = eo.HalfCollector(send or eo.sidecar_send(opts, eo.tag_for(txn, batch, partition, attempt)))
+    sender = _Sender(opts, rows, collector)
+    try:
+        _send_rows(sender, opts, layout, batches, rows)
+    except BaseException:
+        eo.roll_back_task(opts, txn, collector.halves, batch)
+        raise
+    return eo.TxnCommit(partition, attempt, batch, sender.sent, sender.calls, eo.pack(collector.halves))
 
 
 # ------------------------------------------------------------------ Spark's writers
@@ -353,41 +381,63 @@ class SinkCommit(WriterCommitMessage):
 
 
 class RocketMQWriter(DataSourceArrowWriter):
-    """Batch writes (``df.write.format("rocketmq").mode("append")``)."""
+    """Batch writes (``df.write.format("rocketmq").mode("append")``). At-least-once: the
+    rows are stored when the tasks end. Exactly-once: the job is one transaction, every row
+    visible once the driver commits, or none."""
 
     def __init__(self, opts: SinkOptions, layout: Layout) -> None:
         self.opts = opts
         self.layout = layout
+        self.txn = (eo.Transactional(opts.transaction_log_topic, eo.batch_txn_id(opts), eo.new_epoch(),
+                                     streaming=False) if opts.exactly_once else None)
 
     def __repr__(self) -> str:                       # the options' repr hides the secrets
         return f"{type(self).__name__}({self.opts!r})"
 
-    def write(self, iterator: Iterator["pa.RecordBatch"]) -> SinkCommit:
+    def write(self, iterator: Iterator["pa.RecordBatch"]) -> WriterCommitMessage:
+        if self.txn is not None:
+            return write_halves(self.opts, self.layout, iterator, self.txn)
         return write_batches(self.opts, self.layout, iterator, partition=_partition_id())
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
-        """Nothing to do: each task's messages were stored before the task committed."""
+        """At-least-once: nothing to do, each task's messages were stored before it ended.
+        Exactly-once: decide and commit the job's half messages."""
+        if self.txn is not None:
+            eo.commit(self.opts, self.txn, messages, 0)
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
-        """Nothing can be undone: messages of the tasks that finished stay in RocketMQ."""
+        """At-least-once: nothing can be undone, messages of the tasks that finished stay.
+        Exactly-once: roll the half messages back."""
+        if self.txn is not None:
+            eo.abort(self.opts, self.txn, messages, 0)
 
 
 class RocketMQStreamWriter(DataSourceStreamArrowWriter):
     """Streaming writes (``df.writeStream.format("rocketmq")``): each micro-batch like a batch
     write. In complete output mode every trigger sends the whole result table again."""
 
-    def __init__(self, opts: SinkOptions, layout: Layout) -> None:
+    def __init__(self, opts: SinkOptions, layout: Layout, txn_id: str | None = None) -> None:
         self.opts = opts
         self.layout = layout
+        self.txn = (eo.Transactional(opts.transaction_log_topic, txn_id or "", eo.new_epoch(),
+                                     streaming=True) if opts.exactly_once else None)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.opts!r})"
 
-    def write(self, iterator: Iterator["pa.RecordBatch"]) -> SinkCommit:
+    def write(self, iterator: Iterator["pa.RecordBatch"]) -> WriterCommitMessage:
+        if self.txn is not None:
+            return write_halves(self.opts, self.layout, iterator, self.txn)
         return write_batches(self.opts, self.layout, iterator, partition=_partition_id())
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
-        """Nothing to do: each task's messages were stored before the task committed."""
+        """At-least-once: nothing to do. Exactly-once: decide the micro-batch and commit its
+        half messages (or roll them back when an earlier run committed this batch)."""
+        if self.txn is not None:
+            eo.commit(self.opts, self.txn, messages, batchId)
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
-        """Nothing can be undone: a retried micro-batch sends its rows again."""
+        """At-least-once: nothing can be undone, a retried micro-batch sends its rows again.
+        Exactly-once: roll the half messages back."""
+        if self.txn is not None:
+            eo.abort(self.opts, self.txn, messages, batchId)

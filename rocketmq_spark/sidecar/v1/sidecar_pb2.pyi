@@ -234,14 +234,16 @@ class OutMessage(_message.Message):
     def __init__(self, topic: _Optional[str] = ..., body: _Optional[bytes] = ..., tags: _Optional[str] = ..., keys: _Optional[str] = ..., properties: _Optional[_Mapping[str, str]] = ..., sharding_key: _Optional[str] = ..., delay_level: _Optional[int] = ...) -> None: ...
 
 class SendRequest(_message.Message):
-    __slots__ = ("cluster", "producer_group", "messages")
+    __slots__ = ("cluster", "producer_group", "messages", "transaction_tag")
     CLUSTER_FIELD_NUMBER: _ClassVar[int]
     PRODUCER_GROUP_FIELD_NUMBER: _ClassVar[int]
     MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    TRANSACTION_TAG_FIELD_NUMBER: _ClassVar[int]
     cluster: Cluster
     producer_group: str
     messages: _containers.RepeatedCompositeFieldContainer[OutMessage]
-    def __init__(self, cluster: _Optional[_Union[Cluster, _Mapping]] = ..., producer_group: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[OutMessage, _Mapping]]] = ...) -> None: ...
+    transaction_tag: str
+    def __init__(self, cluster: _Optional[_Union[Cluster, _Mapping]] = ..., producer_group: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[OutMessage, _Mapping]]] = ..., transaction_tag: _Optional[str] = ...) -> None: ...
 
 class SendResult(_message.Message):
     __slots__ = ("status", "msg_id", "offset_msg_id", "queue", "queue_offset")
@@ -294,3 +296,81 @@ class SendBackRequest(_message.Message):
 class SendBackResponse(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
+
+class Transaction(_message.Message):
+    __slots__ = ("log_topic", "transactional_id", "batch_id", "epoch")
+    LOG_TOPIC_FIELD_NUMBER: _ClassVar[int]
+    TRANSACTIONAL_ID_FIELD_NUMBER: _ClassVar[int]
+    BATCH_ID_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    log_topic: str
+    transactional_id: str
+    batch_id: int
+    epoch: str
+    def __init__(self, log_topic: _Optional[str] = ..., transactional_id: _Optional[str] = ..., batch_id: _Optional[int] = ..., epoch: _Optional[str] = ...) -> None: ...
+
+class TaskAttempt(_message.Message):
+    __slots__ = ("partition", "attempt")
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    partition: int
+    attempt: int
+    def __init__(self, partition: _Optional[int] = ..., attempt: _Optional[int] = ...) -> None: ...
+
+class HalfMessages(_message.Message):
+    __slots__ = ("queue", "commit_log_offsets", "tran_state_table_offsets", "msg_ids")
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    COMMIT_LOG_OFFSETS_FIELD_NUMBER: _ClassVar[int]
+    TRAN_STATE_TABLE_OFFSETS_FIELD_NUMBER: _ClassVar[int]
+    MSG_IDS_FIELD_NUMBER: _ClassVar[int]
+    queue: MessageQueue
+    commit_log_offsets: _containers.RepeatedScalarFieldContainer[int]
+    tran_state_table_offsets: _containers.RepeatedScalarFieldContainer[int]
+    msg_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, queue: _Optional[_Union[MessageQueue, _Mapping]] = ..., commit_log_offsets: _Optional[_Iterable[int]] = ..., tran_state_table_offsets: _Optional[_Iterable[int]] = ..., msg_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class CommitTransactionRequest(_message.Message):
+    __slots__ = ("cluster", "producer_group", "transaction", "tasks", "messages")
+    CLUSTER_FIELD_NUMBER: _ClassVar[int]
+    PRODUCER_GROUP_FIELD_NUMBER: _ClassVar[int]
+    TRANSACTION_FIELD_NUMBER: _ClassVar[int]
+    TASKS_FIELD_NUMBER: _ClassVar[int]
+    MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    cluster: Cluster
+    producer_group: str
+    transaction: Transaction
+    tasks: _containers.RepeatedCompositeFieldContainer[TaskAttempt]
+    messages: _containers.RepeatedCompositeFieldContainer[HalfMessages]
+    def __init__(self, cluster: _Optional[_Union[Cluster, _Mapping]] = ..., producer_group: _Optional[str] = ..., transaction: _Optional[_Union[Transaction, _Mapping]] = ..., tasks: _Optional[_Iterable[_Union[TaskAttempt, _Mapping]]] = ..., messages: _Optional[_Iterable[_Union[HalfMessages, _Mapping]]] = ...) -> None: ...
+
+class CommitTransactionResponse(_message.Message):
+    __slots__ = ("decided_epoch", "committed", "rolled_back", "recovered")
+    DECIDED_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    COMMITTED_FIELD_NUMBER: _ClassVar[int]
+    ROLLED_BACK_FIELD_NUMBER: _ClassVar[int]
+    RECOVERED_FIELD_NUMBER: _ClassVar[int]
+    decided_epoch: str
+    committed: int
+    rolled_back: int
+    recovered: int
+    def __init__(self, decided_epoch: _Optional[str] = ..., committed: _Optional[int] = ..., rolled_back: _Optional[int] = ..., recovered: _Optional[int] = ...) -> None: ...
+
+class AbortTransactionRequest(_message.Message):
+    __slots__ = ("cluster", "producer_group", "transaction", "messages")
+    CLUSTER_FIELD_NUMBER: _ClassVar[int]
+    PRODUCER_GROUP_FIELD_NUMBER: _ClassVar[int]
+    TRANSACTION_FIELD_NUMBER: _ClassVar[int]
+    MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    cluster: Cluster
+    producer_group: str
+    transaction: Transaction
+    messages: _containers.RepeatedCompositeFieldContainer[HalfMessages]
+    def __init__(self, cluster: _Optional[_Union[Cluster, _Mapping]] = ..., producer_group: _Optional[str] = ..., transaction: _Optional[_Union[Transaction, _Mapping]] = ..., messages: _Optional[_Iterable[_Union[HalfMessages, _Mapping]]] = ...) -> None: ...
+
+class AbortTransactionResponse(_message.Message):
+    __slots__ = ("rolled_back", "decided")
+    ROLLED_BACK_FIELD_NUMBER: _ClassVar[int]
+    DECIDED_FIELD_NUMBER: _ClassVar[int]
+    rolled_back: int
+    decided: bool
+    def __init__(self, rolled_back: _Optional[int] = ..., decided: _Optional[bool] = ...) -> None: ...

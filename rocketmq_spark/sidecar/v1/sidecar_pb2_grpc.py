@@ -84,6 +84,16 @@ class SidecarStub:
                 request_serializer=rocketmq__spark_dot_sidecar_dot_v1_dot_sidecar__pb2.SendBackRequest.SerializeToString,
                 response_deserializer=rocketmq__spark_dot_sidecar_dot_v1_dot_sidecar__pb2.SendBackResponse.FromString,
                 _registered_method=True)
+        self.CommitTransaction = channel.unary_unary(
+                '/rocketmq_spark.sidecar.v1.Sidecar/CommitTransaction',
+                request_serializer=rocketmq__spark_dot_sidecar_dot_v1_dot_sidecar__pb2.CommitTransactionRequest.SerializeToString,
+                response_deserializer=rocketmq__spark_dot_sidecar_dot_v1_dot_sidecar__pb2.CommitTransactionResponse.FromString,
+                _registered_method=True)
+        self.AbortTransaction = channel.unary_unary(
+                '/rocketmq_spark.sidecar.v1.Sidecar/AbortTransaction',
+                request_serializer=rocketmq__spark_dot_sidecar_dot_v1_dot_sidecar__pb2.AbortTransactionRequest.SerializeToString,
+                response_deserializer=rocketmq__spark_dot_sidecar_dot_v1_dot_sidecar__pb2.AbortTransactionResponse.FromString,
+                _registered_method=True)
 
 
 class SidecarServicer:
@@ -149,6 +159,18 @@ class SidecarServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CommitTransaction(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AbortTransaction(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SidecarServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -201,6 +223,16 @@ def add_SidecarServicer_to_server(servicer, server):
                     servicer.SendBack,
                     request_deserializer=rocketmq__spark_dot_sidecar_dot_v1_dot_sidecar__pb2.SendBackRequest.FromString,
                     response_serializer=rocketmq__spark_dot_sidecar_dot_v1_dot_sidecar__pb2.SendBackResponse.SerializeToString,
+            ),
+            'CommitTransaction': grpc.unary_unary_rpc_method_handler(
+                    servicer.CommitTransaction,
+                    request_deserializer=rocketmq__spark_dot_sidecar_dot_v1_dot_sidecar__pb2.CommitTransactionRequest.FromString,
+                    response_serializer=rocketmq__spark_dot_sidecar_dot_v1_dot_sidecar__pb2.CommitTransactionResponse.SerializeToString,
+            ),
+            'AbortTransaction': grpc.unary_unary_rpc_method_handler(
+                    servicer.AbortTransaction,
+                    request_deserializer=rocketmq__spark_dot_sidecar_dot_v1_dot_sidecar__pb2.AbortTransactionRequest.FromString,
+                    response_serializer=rocketmq__spark_dot_sidecar_dot_v1_dot_sidecar__pb2.AbortTransactionResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -473,6 +505,60 @@ class Sidecar:
             '/rocketmq_spark.sidecar.v1.Sidecar/SendBack',
             rocketmq__spark_dot_sidecar_dot_v1_dot_sidecar__pb2.SendBackRequest.SerializeToString,
             rocketmq__spark_dot_sidecar_dot_v1_dot_sidecar__pb2.SendBackResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CommitTransaction(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rocketmq_spark.sidecar.v1.Sidecar/CommitTransaction',
+            rocketmq__spark_dot_sidecar_dot_v1_dot_sidecar__pb2.CommitTransactionRequest.SerializeToString,
+            rocketmq__spark_dot_sidecar_dot_v1_dot_sidecar__pb2.CommitTransactionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AbortTransaction(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rocketmq_spark.sidecar.v1.Sidecar/AbortTransaction',
+            rocketmq__spark_dot_sidecar_dot_v1_dot_sidecar__pb2.AbortTransactionRequest.SerializeToString,
+            rocketmq__spark_dot_sidecar_dot_v1_dot_sidecar__pb2.AbortTransactionResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,238 @@
+"""Exactly-once writes: half messages, decisions, commits, rollbacks and check-backs.
+
+How this works (docs/exactly-once.md tells it whole). Tasks send their rows as half
+messages, each tagged (``RMQ_SPARK_TXN``) with the log topic, the sink's transactional id,
+the batch, the writing attempt's epoch and the task attempt. The driver's commit comes
+here with the accepted tasks' half messages:
+
+1. earlier batches of the same id that were decided but not finished (a driver died while
+   committing) are finished first;
+2. when the batch has no decision yet, the decision is appended to the transaction log
+   (``txnlog``) and the log read again: the first decision of a batch wins;
+3. the winning attempt's half messages are committed, queue by queue in send order, each
+   with exactly one END_TRANSACTION COMMIT; a losing attempt's are rolled back;
+4. ``done`` is appended once every commit was answered.
+
+A decided batch whose commits may have started (a retried call, a driver that died) is
+finished by looking for each half message in its target queue (by UNIQ_KEY, from where the
+queue ended before the commits) and committing only those not there: the broker keeps no
+transaction state, so a second COMMIT would deliver a message twice.
+
+Check-backs (CHECK_TRANSACTION_STATE) are answered from the log: ROLLBACK for a half
+message of a decided batch that its decision does not accept, or that the finished batch
+no longer needs (its committed copy is already delivered, and a rollback only marks the
+half message resolved); UNKNOWN while the batch is undecided, and while its commits are in
+progress: only the committer commits, so that no half message is ever committed twice.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Callable, Iterable, Sequence
+
+from rocketmq_spark.client import MQClient
+from rocketmq_spark.client.transport import PendingCall
+from rocketmq_spark.errors import ConfigError, TransportError
+from rocketmq_spark.remoting.codes import TransactionState
+from rocketmq_spark.remoting.command import RemotingCommand
+from rocketmq_spark.remoting.headers import CheckTransactionStateRequestHeader
+from rocketmq_spark.remoting.message import PROP_PRODUCER_GROUP, PROP_UNIQ_KEY, decode_message
+from rocketmq_spark.remoting.route import MessageQueue
+from rocketmq_spark.sidecar.model import TAG_PROPERTY, CommitOutcome, TxnRef, TxnTag
+from rocketmq_spark.sidecar.txnlog import Decision, TxnLog
+from rocketmq_spark.structs import HalfMessage, PullStatus
+
+log = logging.getLogger(__name__)
+
+SCAN_GROUP = "rocketmq_spark_txn_scan"
+RETRY_PAUSE = 2.0          # after an END_TRANSACTION without an answer, before looking for it
+
+
+class Transactions:
+    """Commit, abort and check-back answers for every cluster the sidecar talks to."""
+
+    def __init__(self, sleep: Callable[[float], None] = time.sleep) -> None:
+        self._logs: dict[tuple[int, str], TxnLog] = {}
+        self._mutex = threading.Lock()
+        # One commit (or recovery) of a transactional id at a time in this process.
+        self._id_locks: dict[str, threading.Lock] = {}
+        self._sleep = sleep
+
+    def log_of(self, client: MQClient, topic: str) -> TxnLog:
+        with self._mutex:
+            key = (id(client), topic)
+            if key not in self._logs:
+                self._logs[key] = TxnLog(client, topic)
+            return self._logs[key]
+
+    def _id_lock(self, txn_id: str) -> threading.Lock:
+        with self._mutex:
+            return self._id_locks.setdefault(txn_id, threading.Lock())
+
+    # ------------------------------------------------------------ commit
+
+    def commit(self, client: MQClient, group: str, txn: TxnRef, tasks: Iterable[tuple[int, int]],
+               halves: Sequence[HalfMessage]) -> CommitOutcome:
+        txlog = self.log_of(client, txn.log_topic)
+        with self._id_lock(txn.txn_id):
+            recovered = self._finish_earlier(client, group, txlog, txn)
+            decisions = txlog.read(txn.txn_id)
+            fresh = False
+            if txn.batch not in decisions:
+                targets = {q: client.max_offset(q) for q in sorted({h.queue for h in halves})}
+                txlog.append_decision(txn.txn_id, txn.batch, txn.epoch, tasks, halves, targets, group)
+                decisions = txlog.read(txn.txn_id)
+                fresh = True
+            decision = decisions[txn.batch]
+            if decision.epoch != txn.epoch:
+                log.info("batch %d of %s was decided by attempt %s: rolling back the %d half "
+                         "messages of attempt %s", txn.batch, txn.txn_id, decision.epoch, len(halves),
+                         txn.epoch)
+                rolled = self.end_all(client, group, halves, TransactionState.ROLLBACK)
+                recovered += self._finish(client, group, txlog, decision, txn.txn_id)
+                return CommitOutcome(decision.epoch, 0, rolled, recovered)
+            if fresh:
+                try:
+                    committed = self.end_all(client, group, decision.halves, TransactionState.COMMIT)
+                    txlog.append_done(txn.txn_id, txn.batch, txn.epoch, group)
+                except _Unanswered as exc:
+                    log.warning("%s; looking in the target queues for what was delivered", exc)
+                    self._sleep(RETRY_PAUSE)
+                    committed = self._finish(client, group, txlog, decision, txn.txn_id)
+            else:
+                committed = self._finish(client, group, txlog, decision, txn.txn_id)
+            return CommitOutcome(txn.epoch, committed, 0, recovered)
+
+    def _finish_earlier(self, client: MQClient, group: str, txlog: TxnLog, txn: TxnRef) -> int:
+        n = 0
+        for batch, d in sorted(txlog.read(txn.txn_id).items()):
+            if batch != txn.batch and not d.done:
+                log.warning("batch %d of %s was decided (attempt %s) but its commits did not "
+                            "finish: finishing them now", batch, txn.txn_id, d.epoch)
+                n += self._finish(client, group, txlog, d, txn.txn_id)
+        return n
+
+    def _finish(self, client: MQClient, group: str, txlog: TxnLog, d: Decision, txn_id: str) -> int:
+        """Commit the half messages of ``d`` that are not in their target queues yet."""
+        if d.done:
+            return 0
+        delivered = self._delivered(client, d)
+        missing = [h for h in d.halves if h.msg_id not in delivered]
+        n = self.end_all(client, group, missing, TransactionState.COMMIT)
+        txlog.append_done(txn_id, d.batch, d.epoch, group)
+        return n
+
+    @staticmethod
+    def _delivered(client: MQClient, d: Decision) -> set[str]:
+        """UNIQ_KEYs of the messages in ``d``'s target queues since the commits began."""
+        out: set[str] = set()
+        for q in sorted({h.queue for h in d.halves}):
+            offset = d.targets.get(q, 0)
+            while True:
+                r = client.pull(q, offset, group=SCAN_GROUP, max_nums=32)
+                if r.status is not PullStatus.FOUND or r.next_begin_offset <= offset:
+                    break
+                out.update(m.properties.get(PROP_UNIQ_KEY, "") for m in r.messages)
+                offset = r.next_begin_offset
+        return out
+
+    # ------------------------------------------------------------ END_TRANSACTION, pipelined
+
+    @staticmethod
+    def end_all(client: MQClient, group: str, halves: Sequence[HalfMessage], state: int,
+                per_queue: int = 1, total: int = 64) -> int:
+        """END_TRANSACTION ``state`` for each half message: queue by queue in order (a
+        broker may handle requests of one connection in parallel, and commit order is the
+        order consumers see), the queues side by side; each answer checked."""
+        lanes: dict[MessageQueue, list[HalfMessage]] = {}
+        for h in halves:
+            lanes.setdefault(h.queue, []).append(h)
+        cursors = {q: 0 for q in lanes}
+        in_flight: list[tuple[HalfMessage, PendingCall, str]] = []
+        done = 0
+        unanswered: list[str] = []
+        while cursors or in_flight:
+            for q in list(cursors):
+                busy = sum(1 for h, _c, _a in in_flight if h.queue == q)
+                while busy < per_queue and len(in_flight) < total and q in cursors:
+                    h = lanes[q][cursors[q]]
+                    addr = client.master_addr(q.topic, q.broker_name)
+                    call = client.end_transaction(h, state, producer_group=group, address=addr)
+                    assert call is not None
+                    in_flight.append((h, call, addr))
+                    busy += 1
+                    cursors[q] += 1
+                    if cursors[q] == len(lanes[q]):
+                        del cursors[q]
+            h, call, addr = in_flight.pop(0)
+            try:
+                client.check_end_transaction(call, addr)
+                done += 1
+            except TransportError as exc:
+                unanswered.append(f"{h.queue.topic}/{h.queue.broker_name}/{h.queue.queue_id} "
+                                  f"{h.msg_id}: {exc}")
+                cursors.pop(h.queue, None)     # nothing more on that queue: order would break
+        if unanswered:
+            raise _Unanswered(f"{len(unanswered)} END_TRANSACTION requests got no answer "
+                              f"(first: {unanswered[0]})")
+        return done
+
+    # ------------------------------------------------------------ abort
+
+    def abort(self, client: MQClient, group: str, txn: TxnRef, halves: Sequence[HalfMessage]) -> tuple[int, bool]:
+        """Roll ``halves`` back, but never a half message the batch's decision accepted (a
+        commit that failed half way is finished, never undone). (rolled back, decided)."""
+        txlog = self.log_of(client, txn.log_topic)
+        with self._id_lock(txn.txn_id):
+            decision = txlog.read(txn.txn_id).get(txn.batch)
+            if decision is not None and decision.epoch == txn.epoch:
+                self._finish(client, group, txlog, decision, txn.txn_id)
+                accepted = {h.msg_id for h in decision.halves}
+                halves = [h for h in halves if h.msg_id not in accepted]
+            rolled = self.end_all(client, group, halves, TransactionState.ROLLBACK)
+            return rolled, decision is not None
+
+    # ------------------------------------------------------------ check-backs
+
+    def answer_check(self, client: MQClient, address: str, cmd: RemotingCommand) -> None:
+        """CHECK_TRANSACTION_STATE from the broker at ``address``: answer from the log."""
+        header = CheckTransactionStateRequestHeader.from_ext(cmd.ext)
+        half, _ = decode_message(cmd.body)
+        tag = TxnTag.parse(half.properties.get(TAG_PROPERTY))
+        group = half.properties.get(PROP_PRODUCER_GROUP)
+        if tag is None or not group:
+            log.info("check-back for %s: not a half message of this sink; left unanswered", header.msg_id)
+            return
+        state = self.state_of(client, tag)
+        name = {TransactionState.COMMIT: "COMMIT", TransactionState.ROLLBACK: "ROLLBACK",
+                TransactionState.UNKNOWN: "UNKNOWN"}[state]
+        log.info("check-back for half message %s of %s batch %d attempt %s: %s", header.msg_id,
+                 tag.txn_id, tag.batch, tag.epoch, name)
+        target = HalfMessage(MessageQueue(half.topic, "", half.queue_id), header.commit_log_offset,
+                             header.tran_state_table_offset,
+                             header.msg_id or half.properties.get(PROP_UNIQ_KEY, ""))
+        client.end_transaction(target, state, producer_group=group, from_check=True,
+                               transaction_id=header.transaction_id, oneway=True, address=address)
+
+    def state_of(self, client: MQClient, tag: TxnTag) -> int:
+        decision = self.log_of(client, tag.log_topic).read(tag.txn_id).get(tag.batch)
+        if decision is None:
+            return TransactionState.UNKNOWN
+        if not decision.accepts(tag.epoch, tag.partition, tag.attempt) or decision.done:
+            return TransactionState.ROLLBACK
+        return TransactionState.UNKNOWN
+
+
+class _Unanswered(TransportError):
+    """END_TRANSACTION requests whose outcome is unknown (no answer arrived)."""
+
+
+def validate_halves(halves: Sequence[HalfMessage]) -> None:
+    for h in halves:
+        if not h.msg_id or h.commit_log_offset < 0 or h.tran_state_table_offset < 0:
+            raise ConfigError(f"half message {h} is incomplete")
+
+
+__all__ = ["Transactions", "validate_halves"]

@@ -1,0 +1,151 @@
+"""Pure logic of exactly-once writes: half-message tags, the transaction log's records and
+how they fold, check-back answers from a decision, and END_TRANSACTION ordering."""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import Future
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from rocketmq_spark.errors import BrokerError, ConfigError, TransportError
+from rocketmq_spark.remoting.codes import TransactionState
+from rocketmq_spark.remoting.message import MessageExt
+from rocketmq_spark.remoting.route import MessageQueue
+from rocketmq_spark.sidecar.model import TxnRef, TxnTag
+from rocketmq_spark.sidecar.transactions import Transactions
+from rocketmq_spark.sidecar.txnlog import (PROP_BATCH, PROP_EPOCH, PROP_KIND, Decision, _TxnState,
+                                           decision_body, pack_halves, unpack_halves)
+from rocketmq_spark.structs import HalfMessage
+
+Q0, Q1 = MessageQueue("out", "broker-a", 0), MessageQueue("out", "broker-b", 3)
+
+
+def half(q: MessageQueue, i: int) -> HalfMessage:
+    return HalfMessage(q, 1000 + i * 100, i, f"{i:032X}")
+
+
+def test_tag_round_trip_and_rejects() -> None:
+    tag = TxnTag("log_topic", "ck-abc", 42, "e1", 3, 17)
+    assert tag.encode() == "log_topic|ck-abc|42|e1|3|17"
+    assert TxnTag.parse(tag.encode()) == tag
+    for bad in (None, "", "a|b|c", "t|id|x|e|1|2", "t|id|1|e|1|2|extra"):
+        assert TxnTag.parse(bad) is None
+    with pytest.raises(ConfigError, match="transactional id 'a|b'"):
+        TxnRef("log", "a|b", 0, "e")
+    with pytest.raises(ConfigError, match="epoch ''"):
+        TxnRef("log", "id", 0, "")
+
+
+@given(st.lists(st.tuples(st.sampled_from([Q0, Q1]), st.integers(0, 2**40), st.integers(0, 2**40),
+                          st.text("0123456789ABCDEF", min_size=32, max_size=32)), max_size=50))
+def test_packed_halves_round_trip_in_order_per_queue(items) -> None:
+    halves = [HalfMessage(q, c, t, m) for q, c, t, m in items]
+    got = unpack_halves(pack_halves(halves))
+    assert sorted(got, key=lambda h: (h.queue, halves.index(h))) == \
+        sorted(halves, key=lambda h: (h.queue, halves.index(h)))
+    for q in (Q0, Q1):
+        assert [h for h in got if h.queue == q] == [h for h in halves if h.queue == q]
+
+
+def record(kind: str, batch: int, epoch: str, body: bytes, offset: int) -> MessageExt:
+    return MessageExt(topic="log", body=body, queue_offset=offset, properties={
+        PROP_KIND: kind, PROP_BATCH: str(batch), PROP_EPOCH: epoch, "TAGS": "id"})
+
+
+def test_the_first_decision_of_a_batch_wins_and_done_marks_it() -> None:
+    state = _TxnState()
+    ours = [half(Q0, 0), half(Q0, 1), half(Q1, 2)]
+    state.fold(record("part", 7, "e1", pack_halves(ours[:2]), 0))
+    state.fold(record("part", 7, "e1", pack_halves(ours[2:]), 1))
+    state.fold(record("part", 7, "e2", pack_halves([half(Q0, 9)]), 2))          # a zombie's parts
+    state.fold(record("decision", 7, "e1", decision_body([(0, 11), (1, 12)], 2, {Q0: 5, Q1: 0}), 3))
+    state.fold(record("decision", 7, "e2", decision_body([(0, 99)], 1, {Q0: 5}), 4))  # too late
+    d = state.decisions[7]
+    assert (d.epoch, d.tasks, dict(d.targets), d.halves, d.done) == \
+        ("e1", frozenset({(0, 11), (1, 12)}), {Q0: 5, Q1: 0}, tuple(ours), False)
+    state.fold(record("done", 7, "e1", b"done", 5))
+    assert state.decisions[7].done
+    # "done" read before its decision (it cannot be written before, but a reader may see
+    # records of several queues in any order): the decision still comes out done
+    other = _TxnState()
+    other.fold(record("done", 8, "e3", b"done", 0))
+    other.fold(record("decision", 8, "e3", decision_body([(0, 1)], 0, {}), 1))
+    assert other.decisions[8].done
+
+
+class StubLog:
+    def __init__(self, decisions: dict[int, Decision]) -> None:
+        self.decisions = decisions
+
+    def read(self, txn_id: str) -> dict[int, Decision]:
+        return dict(self.decisions)
+
+
+@pytest.mark.parametrize("decision, tag, answer", [
+    (None, TxnTag("log", "id", 3, "e1", 0, 5), TransactionState.UNKNOWN),          # undecided
+    (Decision(3, "e1", frozenset({(0, 5)}), {}, ()), TxnTag("log", "id", 3, "e1", 0, 5),
+     TransactionState.UNKNOWN),                                                   # the committer's
+    (Decision(3, "e1", frozenset({(0, 5)}), {}, (), done=True), TxnTag("log", "id", 3, "e1", 0, 5),
+     TransactionState.ROLLBACK),                     # finished: its committed copy is delivered
+    (Decision(3, "e1", frozenset({(0, 5)}), {}, ()), TxnTag("log", "id", 3, "e1", 0, 4),
+     TransactionState.ROLLBACK),                     # a failed task attempt
+    (Decision(3, "e1", frozenset({(0, 5)}), {}, ()), TxnTag("log", "id", 3, "e0", 0, 5),
+     TransactionState.ROLLBACK),                     # another attempt of the batch
+])
+def test_check_back_answers(decision, tag, answer) -> None:
+    txns = Transactions()
+    txns.log_of = lambda client, topic: StubLog({3: decision} if decision else {})  # type: ignore[method-assign]
+    assert txns.state_of(object(), tag) == answer  # type: ignore[arg-type]
+
+
+class EndClient:
+    """Answers END_TRANSACTION calls when the test says so; records the order they were sent."""
+
+    def __init__(self, fail: dict[str, Exception] | None = None) -> None:
+        self.sent: list[tuple[str, int]] = []
+        self.in_flight: dict[MessageQueue, int] = {}
+        self.max_per_queue = 0
+        self.fail = fail or {}
+        self.lock = threading.Lock()
+
+    def master_addr(self, topic: str, broker: str) -> str:
+        return broker
+
+    def end_transaction(self, h: HalfMessage, state: int, **kw):  # type: ignore[no-untyped-def]
+        self.sent.append((h.msg_id, state))
+        self.in_flight[h.queue] = self.in_flight.get(h.queue, 0) + 1
+        self.max_per_queue = max(self.max_per_queue, self.in_flight[h.queue])
+        fut: Future = Future()
+        fut.h = h  # type: ignore[attr-defined]
+        return fut
+
+    def check_end_transaction(self, call, address: str) -> None:  # type: ignore[no-untyped-def]
+        self.in_flight[call.h.queue] -= 1
+        exc = self.fail.get(call.h.msg_id)
+        if exc is not None:
+            raise exc
+
+
+def test_end_transactions_keep_queue_order_one_in_flight_per_queue() -> None:
+    halves = [half(Q0, i) for i in range(5)] + [half(Q1, i) for i in range(5, 8)]
+    c = EndClient()
+    assert Transactions.end_all(c, "pg", halves, TransactionState.COMMIT) == 8  # type: ignore[arg-type]
+    assert c.max_per_queue == 1
+    assert [m for m, _ in c.sent if m in {h.msg_id for h in halves[:5]}] == [h.msg_id for h in halves[:5]]
+    assert {s for _, s in c.sent} == {TransactionState.COMMIT}
+
+
+def test_an_unanswered_end_transaction_stops_its_queue_and_is_reported() -> None:
+    halves = [half(Q0, i) for i in range(4)] + [half(Q1, 9)]
+    c = EndClient({halves[1].msg_id: TransportError("timed out")})
+    with pytest.raises(TransportError, match="1 END_TRANSACTION requests got no answer"):
+        Transactions.end_all(c, "pg", halves, TransactionState.COMMIT)  # type: ignore[arg-type]
+    sent = [m for m, _ in c.sent]
+    assert halves[2].msg_id not in sent and halves[3].msg_id not in sent   # never past the gap
+    assert halves[4].msg_id in sent
+    c = EndClient({halves[0].msg_id: BrokerError(1, "Find prepared transaction message failed")})
+    with pytest.raises(BrokerError, match="Find prepared transaction message failed"):
+        Transactions.end_all(c, "pg", halves, TransactionState.COMMIT)  # type: ignore[arg-type]
