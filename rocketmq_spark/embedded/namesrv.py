@@ -15,7 +15,7 @@ import logging
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from rocketmq_spark.embedded.processors import answer_request
-from rocketmq_spark.embedded.processors.base import FAQ, Call, Handler, Refuse
+from rocketmq_spark.embedded.processors.base import FAQ, Call, Refuse
 from rocketmq_spark.embedded.server import Connection, RemotingServer, advertised_ip
 from rocketmq_spark.remoting.codes import RETRY_PREFIX, RequestCode, ResponseCode
 from rocketmq_spark.remoting.command import RemotingCommand
@@ -43,7 +43,7 @@ class NameServer:
         self.tls = tls
         self.server = RemotingServer("namesrv", host, self._on_request, tls=tls)
         self._last_port: int | None = None
-        self.handlers: dict[int, Handler] = {
+        self.handlers: dict[int, Callable[[NameServer, Call], RemotingCommand | None]] = {
             RequestCode.GET_ROUTEINFO_BY_TOPIC: NameServer.handle_route,
             RequestCode.GET_BROKER_CLUSTER_INFO: NameServer.handle_cluster_info,
             RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER: NameServer.handle_topic_list,
@@ -70,7 +70,7 @@ class NameServer:
         if cmd.is_response:
             return
         call = Call(cmd, conn)
-        call.send(answer_request(self, call, self.handlers))  # type: ignore[arg-type]
+        call.send(answer_request(self, call, self.handlers))
 
     # ------------------------------------------------------------ routes
 

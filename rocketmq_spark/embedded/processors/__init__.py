@@ -10,17 +10,16 @@ connection. Oneway requests (flag 2) get no answer.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable, Mapping, Optional, TypeVar
 
 from rocketmq_spark.embedded.processors import admin, consumer, pull, send
-from rocketmq_spark.embedded.processors.base import Call, Handler, Refuse
+from rocketmq_spark.embedded.processors.base import BrokerContext, Call, Handler, Refuse, Served
 from rocketmq_spark.embedded.store import StoreError
 from rocketmq_spark.errors import RemoteProtocolError
 from rocketmq_spark.remoting.codes import RequestCode, ResponseCode
 from rocketmq_spark.remoting.command import RemotingCommand
 
 if TYPE_CHECKING:
-    from rocketmq_spark.embedded.broker import Broker
     from rocketmq_spark.embedded.server import Connection
 
 log = logging.getLogger(__name__)
@@ -58,7 +57,11 @@ def not_supported(call: Call) -> RemotingCommand:
     return call.answer(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f" request type {call.cmd.code} not supported")
 
 
-def answer_request(broker: "Broker", call: Call, handlers: dict[int, Handler]) -> RemotingCommand | None:
+S = TypeVar("S", bound=Served)
+
+
+def answer_request(broker: S, call: Call,
+                   handlers: Mapping[int, Callable[[S, Call], Optional[RemotingCommand]]]) -> RemotingCommand | None:
     """The answer to ``call`` (None when it is given later or never)."""
     handler = handlers.get(call.cmd.code)
     if handler is None:
@@ -78,7 +81,7 @@ def answer_request(broker: "Broker", call: Call, handlers: dict[int, Handler]) -
         return call.answer(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
 
 
-def dispatch(broker: "Broker", conn: "Connection", cmd: RemotingCommand) -> None:
+def dispatch(broker: BrokerContext, conn: "Connection", cmd: RemotingCommand) -> None:
     if cmd.is_response:  # answers to our own oneway notifications: none are expected
         return
     call = Call(cmd, conn)

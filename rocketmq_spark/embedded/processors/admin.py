@@ -10,9 +10,9 @@ import json
 import math
 import shutil
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from rocketmq_spark.embedded.processors.base import Call, Refuse
+from rocketmq_spark.embedded.processors.base import BrokerContext, Call, Refuse
 from rocketmq_spark.embedded.topics import MAX_QUEUE_NUMS, TopicConfig, is_system_topic, validate_topic
 from rocketmq_spark.remoting.bodies import ConsumeStats, OffsetWrapper, dumps
 from rocketmq_spark.remoting.codes import SERVER_VERSION, ResponseCode
@@ -23,34 +23,31 @@ from rocketmq_spark.remoting.headers import (CreateTopicRequestHeader, GetConsum
                                              ViewMessageRequestHeader)
 from rocketmq_spark.remoting.route import MessageQueue
 
-if TYPE_CHECKING:
-    from rocketmq_spark.embedded.broker import Broker
-
 
 # ---------------------------------------------------------------- queue metadata
 
-def handle_max_offset(broker: "Broker", call: Call) -> RemotingCommand:
+def handle_max_offset(broker: BrokerContext, call: Call) -> RemotingCommand:
     h = QueueRequestHeader.from_ext(call.ext)
     return call.answer(ResponseCode.SUCCESS, ext={"offset": str(broker.store.max_offset(h.topic, h.queue_id))})
 
 
-def handle_min_offset(broker: "Broker", call: Call) -> RemotingCommand:
+def handle_min_offset(broker: BrokerContext, call: Call) -> RemotingCommand:
     h = QueueRequestHeader.from_ext(call.ext)
     return call.answer(ResponseCode.SUCCESS, ext={"offset": str(broker.store.min_offset(h.topic, h.queue_id))})
 
 
-def handle_search_offset(broker: "Broker", call: Call) -> RemotingCommand:
+def handle_search_offset(broker: BrokerContext, call: Call) -> RemotingCommand:
     h = SearchOffsetRequestHeader.from_ext(call.ext)
     offset = broker.store.search_offset(h.topic, h.queue_id, h.timestamp)
     return call.answer(ResponseCode.SUCCESS, ext={"offset": str(offset)})
 
 
-def handle_earliest_time(broker: "Broker", call: Call) -> RemotingCommand:
+def handle_earliest_time(broker: BrokerContext, call: Call) -> RemotingCommand:
     h = QueueRequestHeader.from_ext(call.ext)
     return call.answer(ResponseCode.SUCCESS, ext={"timestamp": str(broker.store.earliest_time(h.topic, h.queue_id))})
 
 
-def handle_view_message(broker: "Broker", call: Call) -> RemotingCommand:
+def handle_view_message(broker: BrokerContext, call: Call) -> RemotingCommand:
     h = ViewMessageRequestHeader.from_ext(call.ext)
     record = broker.store.message_at(h.offset)
     if record is None:
@@ -60,7 +57,7 @@ def handle_view_message(broker: "Broker", call: Call) -> RemotingCommand:
 
 # ---------------------------------------------------------------- topics
 
-def handle_create_topic(broker: "Broker", call: Call) -> RemotingCommand:
+def handle_create_topic(broker: BrokerContext, call: Call) -> RemotingCommand:
     h = CreateTopicRequestHeader.from_ext(call.ext)
     reason = validate_topic(h.topic)
     if reason is not None:
@@ -77,7 +74,7 @@ def handle_create_topic(broker: "Broker", call: Call) -> RemotingCommand:
     return call.answer(ResponseCode.SUCCESS, remark="not set any response code")
 
 
-def handle_all_topic_config(broker: "Broker", call: Call) -> RemotingCommand:
+def handle_all_topic_config(broker: BrokerContext, call: Call) -> RemotingCommand:
     return call.answer(ResponseCode.SUCCESS, ext={}, body=dumps(broker.topics.snapshot_json()))
 
 
@@ -85,7 +82,7 @@ def _mq_key(mq: MessageQueue) -> str:
     return dumps(mq.to_json()).decode()
 
 
-def handle_topic_stats(broker: "Broker", call: Call) -> RemotingCommand:
+def handle_topic_stats(broker: BrokerContext, call: Call) -> RemotingCommand:
     h = TopicRequestHeader.from_ext(call.ext)
     config = broker.topics.get(h.topic)
     if config is None:
@@ -102,7 +99,7 @@ def handle_topic_stats(broker: "Broker", call: Call) -> RemotingCommand:
 
 # ---------------------------------------------------------------- consumers
 
-def handle_consumer_connections(broker: "Broker", call: Call) -> RemotingCommand:
+def handle_consumer_connections(broker: BrokerContext, call: Call) -> RemotingCommand:
     h = GetConsumerListRequestHeader.from_ext(call.ext)
     info = broker.clients.group(h.consumer_group)
     if info is None or not info.channels:
@@ -116,7 +113,7 @@ def handle_consumer_connections(broker: "Broker", call: Call) -> RemotingCommand
     return call.answer(ResponseCode.SUCCESS, body=dumps(body))
 
 
-def handle_consume_stats(broker: "Broker", call: Call) -> RemotingCommand:
+def handle_consume_stats(broker: BrokerContext, call: Call) -> RemotingCommand:
     h = GetConsumeStatsRequestHeader.from_ext(call.ext)
     group = h.consumer_group
     topics = [h.topic] if h.topic else sorted(broker.offsets.topics_of(group))
@@ -161,7 +158,7 @@ def disk_used_ratio(path: Path) -> float:
     return (used * 100 // entire + (1 if used * 100 % entire else 0)) / 100
 
 
-def runtime_table(broker: "Broker") -> dict[str, str]:
+def runtime_table(broker: BrokerContext) -> dict[str, str]:
     store, stats = broker.store, broker.stats
     uptime = max(broker.clock.now_ms() - broker.boot_ms, 0) // 1000
     d, rem = divmod(uptime, 86400)
@@ -214,6 +211,6 @@ def runtime_table(broker: "Broker") -> dict[str, str]:
     return table
 
 
-def handle_runtime_info(broker: "Broker", call: Call) -> RemotingCommand:
+def handle_runtime_info(broker: BrokerContext, call: Call) -> RemotingCommand:
     return call.answer(ResponseCode.SUCCESS, body=json.dumps({"table": runtime_table(broker)},
                                                              separators=(",", ":")).encode())

@@ -5,9 +5,8 @@ CONSUMER_SEND_MSG_BACK (36), GET_CONSUMER_LIST_BY_GROUP (38), LOCK/UNLOCK_BATCH_
 from __future__ import annotations
 
 import random
-from typing import TYPE_CHECKING
 
-from rocketmq_spark.embedded.processors.base import Call, Refuse
+from rocketmq_spark.embedded.processors.base import BrokerContext, Call, Refuse
 from rocketmq_spark.errors import RemoteProtocolError
 from rocketmq_spark.remoting.bodies import HeartbeatData, LockBatchBody, encode_consumer_list, encode_lock_ok
 from rocketmq_spark.remoting.codes import ResponseCode, dlq_topic, retry_topic
@@ -18,14 +17,11 @@ from rocketmq_spark.remoting.headers import (ConsumerSendMsgBackRequestHeader, G
 from rocketmq_spark.remoting.message import (PROP_DELAY, PROP_ORIGIN_MESSAGE_ID, PROP_RETRY_TOPIC, PROP_WAIT,
                                              MessageExt, decode_message)
 
-if TYPE_CHECKING:
-    from rocketmq_spark.embedded.broker import Broker
-
 VERSION_V3_4_9 = 121
 NOT_FOUND_REMARK = "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first"
 
 
-def handle_query_offset(broker: "Broker", call: Call) -> RemotingCommand:
+def handle_query_offset(broker: BrokerContext, call: Call) -> RemotingCommand:
     h = QueryConsumerOffsetRequestHeader.from_ext(call.ext)
     offset = broker.offsets.query(h.consumer_group, h.topic, h.queue_id)
     if offset >= 0:
@@ -36,7 +32,7 @@ def handle_query_offset(broker: "Broker", call: Call) -> RemotingCommand:
     raise Refuse(ResponseCode.QUERY_NOT_FOUND, NOT_FOUND_REMARK, {})
 
 
-def handle_update_offset(broker: "Broker", call: Call) -> RemotingCommand | None:
+def handle_update_offset(broker: BrokerContext, call: Call) -> RemotingCommand | None:
     h = UpdateConsumerOffsetRequestHeader.from_ext(call.ext)
     answer = call.answer(ResponseCode.SUCCESS, ext={})
     if broker.flush_sync and not call.oneway:  # answer once the offset is on disk
@@ -53,7 +49,7 @@ def _body_of(call: Call, what: str) -> bytes:
     return call.cmd.body
 
 
-def handle_heartbeat(broker: "Broker", call: Call) -> RemotingCommand:
+def handle_heartbeat(broker: BrokerContext, call: Call) -> RemotingCommand:
     try:
         data = HeartbeatData.decode(_body_of(call, "HeartbeatData"))
     except RemoteProtocolError as exc:
@@ -71,7 +67,7 @@ def handle_heartbeat(broker: "Broker", call: Call) -> RemotingCommand:
     return call.answer(ResponseCode.SUCCESS)
 
 
-def handle_unregister(broker: "Broker", call: Call) -> RemotingCommand:
+def handle_unregister(broker: BrokerContext, call: Call) -> RemotingCommand:
     h = UnregisterClientRequestHeader.from_ext(call.ext)
     if h.producer_group:
         broker.clients.unregister_producer(call.conn, h.client_id, h.producer_group)
@@ -83,7 +79,7 @@ def handle_unregister(broker: "Broker", call: Call) -> RemotingCommand:
     return call.answer(ResponseCode.SUCCESS, ext={})
 
 
-def handle_consumer_list(broker: "Broker", call: Call) -> RemotingCommand:
+def handle_consumer_list(broker: BrokerContext, call: Call) -> RemotingCommand:
     h = GetConsumerListRequestHeader.from_ext(call.ext)
     ids = broker.clients.consumer_ids(h.consumer_group)
     if not ids:
@@ -98,19 +94,19 @@ def _lock_body(call: Call) -> LockBatchBody:
         raise Refuse(ResponseCode.SYSTEM_ERROR, f"bad lock batch body: {exc}") from None
 
 
-def handle_lock(broker: "Broker", call: Call) -> RemotingCommand:
+def handle_lock(broker: BrokerContext, call: Call) -> RemotingCommand:
     body = _lock_body(call)
     granted = broker.locks.try_lock_batch(body.consumer_group, body.mqs, body.client_id)
     return call.answer(ResponseCode.SUCCESS, body=encode_lock_ok(granted))
 
 
-def handle_unlock(broker: "Broker", call: Call) -> RemotingCommand:
+def handle_unlock(broker: BrokerContext, call: Call) -> RemotingCommand:
     body = _lock_body(call)
     broker.locks.unlock_batch(body.consumer_group, body.mqs, body.client_id)
     return call.answer(ResponseCode.SUCCESS)
 
 
-def handle_send_back(broker: "Broker", call: Call) -> RemotingCommand | None:
+def handle_send_back(broker: BrokerContext, call: Call) -> RemotingCommand | None:
     """CONSUMER_SEND_MSG_BACK, as 4.9.8's ``consumerSendMsgBack`` (section 8.2)."""
     h = ConsumerSendMsgBackRequestHeader.from_ext(call.ext)
     group = broker.groups.find_or_create(h.group)

@@ -11,18 +11,15 @@ COMMIT_OFFSET flag stores ``commitOffset`` on the first execution only.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
 from rocketmq_spark.embedded.long_poll import MAX_HOLD_MS, HeldPull
-from rocketmq_spark.embedded.processors.base import FAQ, Call, Refuse
+from rocketmq_spark.embedded.processors.base import FAQ, BrokerContext, Call, Refuse
 from rocketmq_spark.embedded.store import GetStatus
 from rocketmq_spark.remoting.codes import PullSysFlag, ResponseCode
 from rocketmq_spark.remoting.command import RemotingCommand
 from rocketmq_spark.remoting.headers import PullMessageRequestHeader
 from rocketmq_spark.remoting.message import java_string_hash, parse_subscription
-
-if TYPE_CHECKING:
-    from rocketmq_spark.embedded.broker import Broker
 
 EMPTY: dict[str, str] = {}
 
@@ -45,12 +42,12 @@ STATUS_CODES: dict[GetStatus, Callable[[int], int]] = {
 }
 
 
-def handle_pull(broker: "Broker", call: Call) -> RemotingCommand | None:
+def handle_pull(broker: BrokerContext, call: Call) -> RemotingCommand | None:
     header = PullMessageRequestHeader.from_ext(call.ext)
     return execute_pull(broker, call, header, allow_suspend=True)
 
 
-def _tags(broker: "Broker", h: PullMessageRequestHeader) -> frozenset[str]:
+def _tags(broker: BrokerContext, h: PullMessageRequestHeader) -> frozenset[str]:
     """The tags this pull filters on (empty = everything)."""
     if h.sys_flag & PullSysFlag.SUBSCRIPTION:
         expression_type = h.expression_type or "TAG"
@@ -71,7 +68,7 @@ def _tags(broker: "Broker", h: PullMessageRequestHeader) -> frozenset[str]:
     return parse_subscription(expression)
 
 
-def execute_pull(broker: "Broker", call: Call, h: PullMessageRequestHeader, *,
+def execute_pull(broker: BrokerContext, call: Call, h: PullMessageRequestHeader, *,
                  allow_suspend: bool) -> RemotingCommand | None:
     broker.groups.find_or_create(h.consumer_group)
     config = broker.topics.get(h.topic)

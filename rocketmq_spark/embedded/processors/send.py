@@ -18,9 +18,8 @@ import struct
 import time
 import zlib
 from datetime import datetime
-from typing import TYPE_CHECKING
 
-from rocketmq_spark.embedded.processors.base import FAQ, Call, Refuse
+from rocketmq_spark.embedded.processors.base import FAQ, BrokerContext, Call, Refuse
 from rocketmq_spark.embedded.store import PutResult, StoreError
 from rocketmq_spark.embedded.topics import NOT_ALLOWED_SEND, validate_topic
 from rocketmq_spark.errors import RemoteProtocolError
@@ -30,9 +29,6 @@ from rocketmq_spark.remoting.command import RemotingCommand
 from rocketmq_spark.remoting.headers import SendMessageRequestHeader
 from rocketmq_spark.remoting.message import (PROP_CLUSTER, PROP_DELAY, PROP_UNIQ_KEY,
                                              PROP_WAIT, MessageExt, decode_batch, decode_properties)
-
-if TYPE_CHECKING:
-    from rocketmq_spark.embedded.broker import Broker
 
 TRACE_EXT = {"TRACE_ON": "true", "MSG_REGION": "DefaultRegion"}
 VERSION_V3_4_9 = 121  # the broker honours the header's maxReconsumeTimes from here on
@@ -80,7 +76,7 @@ def _header(call: Call) -> SendMessageRequestHeader:
     return h
 
 
-def handle_send(broker: "Broker", call: Call) -> RemotingCommand | None:
+def handle_send(broker: BrokerContext, call: Call) -> RemotingCommand | None:
     h = _header(call)
     if h.topic in NOT_ALLOWED_SEND:
         raise refuse(ResponseCode.NO_PERMISSION, f"Sending message to topic[{h.topic}] is forbidden.")
@@ -116,7 +112,7 @@ def _success_ext(result: PutResult, queue_id: int) -> dict[str, str]:
             "queueOffset": str(first.queue_offset)}
 
 
-def _single(broker: "Broker", call: Call, h: SendMessageRequestHeader,
+def _single(broker: BrokerContext, call: Call, h: SendMessageRequestHeader,
             queue_id: int) -> tuple[list[MessageExt], bool]:
     props = decode_properties(h.properties or "")
     props.setdefault(PROP_UNIQ_KEY, new_uniq_key())
@@ -141,7 +137,7 @@ def _delay_level(props: dict[str, str]) -> int:
         return 0
 
 
-def _retry_or_dlq(broker: "Broker", call: Call, h: SendMessageRequestHeader, props: dict[str, str],
+def _retry_or_dlq(broker: BrokerContext, call: Call, h: SendMessageRequestHeader, props: dict[str, str],
                   queue_id: int) -> tuple[str, int]:
     """A send to %RETRY%<group> (8.4): to the DLQ once reconsumeTimes reaches the limit."""
     group = h.topic[len(RETRY_PREFIX):]
@@ -157,7 +153,7 @@ def _retry_or_dlq(broker: "Broker", call: Call, h: SendMessageRequestHeader, pro
     return dlq, 0
 
 
-def _batch(broker: "Broker", call: Call, h: SendMessageRequestHeader,
+def _batch(broker: BrokerContext, call: Call, h: SendMessageRequestHeader,
            queue_id: int) -> tuple[list[MessageExt], bool]:
     if len(h.topic) > MAX_BATCH_TOPIC_LENGTH:
         raise refuse(ResponseCode.MESSAGE_ILLEGAL, f"message topic length too long {len(h.topic)}")
