@@ -22,9 +22,11 @@ Each cycle waits until a micro-batch is under way, then kills one of them with S
 and measures the recovery time: from the kill until every message acknowledged before it
 is in a committed batch. Then it checks the invariants: the sink (read through its
 ``_spark_metadata`` log) holds every acknowledged message of the committed range exactly
-once (key topic+broker+queue+offset), and the group's offsets on the broker never pass
-what the checkpoint committed. Prints one table row per cycle; exits 1 if any cycle lost
-or duplicated a message.
+once (key topic+broker+queue+offset), each with the very body the producer sent there
+(sha256 of the body bytes, see ``compare_bodies``), nothing but sends of the producer's
+appears in it, and the group's offsets on the broker never pass what the checkpoint
+committed. Prints one table row per cycle (and the first body mismatches, if any); exits 1
+if any cycle lost, duplicated or garbled a message.
 
 ``python bench/chaos.py drive ...`` is the driver process itself (used internally).
 """
@@ -32,6 +34,7 @@ or duplicated a message.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 import random
 import shutil
@@ -41,6 +44,8 @@ import sys
 import tempfile
 import threading
 import time
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
@@ -62,6 +67,8 @@ VICTIMS = ("driver", "sidecar", "broker")
 
 Key = tuple[str, str, int, int]          # topic, broker, queue id, queue offset
 QueueKey = tuple[str, str, int]          # topic, broker, queue id
+Digest = str                             # sha256 of a message body, hex
+FIRST_MISMATCHES = 5                     # mismatches a body check reports one by one
 
 
 # ------------------------------------------------------------------ the driver process
@@ -162,9 +169,11 @@ class Driver:
 
 class Producer:
     """Sends ``batch`` messages to one queue after another every ``pause`` seconds from a
-    thread; records the keys of acknowledged sends. A failed send (broker down) is retried
-    with new messages after a short pause: whether it was stored is unknown, so it is not
-    counted, and the check tolerates extra stored messages."""
+    thread; records the keys of acknowledged sends and the digest of the body sent at each.
+    A failed send (broker down) is retried with new messages after a short pause: whether it
+    was stored is unknown, so it is not counted, and the check tolerates its bodies (each
+    once) at positions nobody acknowledged. Every attempt's bodies are unique, so a body in
+    the sink names the one send it came from."""
 
     def __init__(self, namesrv: str, *, batch: int = 4, pause: float = 0.05) -> None:
         from rocketmq_spark.client import ClientConfig, MQClient
@@ -172,6 +181,8 @@ class Producer:
         self.client = MQClient(ClientConfig.parse(namesrv, request_timeout=2.0))
         self.batch, self.pause = batch, pause
         self._acked: list[Key] = []
+        self._bodies: dict[Key, Digest] = {}     # acknowledged position -> body sent there
+        self._unsure: list[Digest] = []          # bodies of sends not acknowledged (yet)
         self._mutex = threading.Lock()
         self.failures = 0
         self._stop = threading.Event()
@@ -181,21 +192,29 @@ class Producer:
         from rocketmq_spark.structs import Message
 
         queues = self.client.publish_queues(TOPIC)
-        i = 0
+        i = attempt = 0
         while not self._stop.is_set():
             q = queues[i % len(queues)]
+            bodies = [_body(attempt, k) for k in range(self.batch)]
+            digests = [digest(b) for b in bodies]
+            attempt += 1
+            # unsure until acknowledged: a check that reads the sink meanwhile may find them
+            with self._mutex:
+                self._unsure.extend(digests)
             try:
-                r = self.client.send_batch(
-                    [Message(TOPIC, f"{i}-{k}".encode()) for k in range(self.batch)], queue=q)
-                if r.status == "SEND_OK":
-                    with self._mutex:
-                        self._acked.extend((TOPIC, q.broker_name, q.queue_id, r.queue_offset + k)
-                                           for k in range(self.batch))
-                i += 1
-                self._stop.wait(self.pause)
+                r = self.client.send_batch([Message(TOPIC, b) for b in bodies], queue=q)
             except Exception:  # noqa: BLE001 - broker down: try again shortly
                 self.failures += 1
                 self._stop.wait(0.2)
+                continue
+            if r.status == "SEND_OK":
+                keys = [(TOPIC, q.broker_name, q.queue_id, r.queue_offset + k) for k in range(self.batch)]
+                with self._mutex:
+                    self._acked.extend(keys)
+                    self._bodies.update(zip(keys, digests))
+                    del self._unsure[-len(digests):]     # this thread alone appends to it
+            i += 1
+            self._stop.wait(self.pause)
 
     def start(self) -> "Producer":
         self._thread.start()
@@ -205,10 +224,145 @@ class Producer:
         with self._mutex:
             return list(self._acked)
 
+    def bodies(self) -> tuple[dict[Key, Digest], list[Digest]]:
+        """(acknowledged position -> digest of the body sent there, digests of the sends
+        whose outcome is unknown), taken together so no send falls between the two."""
+        with self._mutex:
+            return dict(self._bodies), list(self._unsure)
+
     def stop(self) -> None:
         self._stop.set()
         self._thread.join(30)
         self.client.close()
+
+
+def _body(attempt: int, k: int) -> bytes:
+    """The ``k``-th body of send ``attempt``: unique to it, and of varying length (1 to 16
+    filler bytes), so a row cut short or run into its neighbour changes its digest too."""
+    return f"{attempt}-{k}:".encode() + b"." * (1 + (attempt * 7 + k) % 16)
+
+
+# ------------------------------------------------------------------ body digests
+
+def digest(body: bytes | str) -> Digest:
+    """The digest body checks compare; a ``str`` body (a query that cast it to STRING) is
+    taken as its UTF-8 bytes."""
+    return hashlib.sha256(body.encode() if isinstance(body, str) else body).hexdigest()
+
+
+@dataclass(frozen=True)
+class BodyMismatch:
+    kind: str                 # "wrong body", "missing", "duplicated" or "unexpected"
+    key: Key | None           # where, when positions are known
+    expected: Digest | None
+    got: Digest | None
+
+    def __str__(self) -> str:
+        where = "" if self.key is None else " at {}/{}/{}@{}".format(*self.key)
+        return (f"{self.kind}{where}: expected {(self.expected or '-')[:16]}, "
+                f"got {(self.got or '-')[:16]}")
+
+
+@dataclass(frozen=True)
+class BodyCheck:
+    """Result of comparing the bodies a pipeline wrote with the bodies sent."""
+
+    rows: int                 # rows compared
+    wrong: int = 0            # rows at an acknowledged position with another body there
+    missing: int = 0          # acknowledged bodies that appear nowhere they should
+    duplicated: int = 0       # copies of a sent body beyond the number sent
+    unexpected: int = 0       # rows with a body no send had
+    first: tuple[BodyMismatch, ...] = ()
+
+    @property
+    def bad(self) -> int:
+        return self.wrong + self.missing + self.duplicated + self.unexpected
+
+    @property
+    def ok(self) -> bool:
+        return self.bad == 0
+
+    def report(self) -> str:
+        if self.ok:
+            return f"bodies ok: {self.rows} rows match what was sent"
+        lines = [f"BODY MISMATCH in {self.rows} rows: {self.wrong} wrong body, {self.missing} "
+                 f"missing, {self.duplicated} duplicated, {self.unexpected} unexpected; first "
+                 f"{len(self.first)} (sha256 prefixes):"]
+        return "\n".join(lines + [f"  {m}" for m in self.first])
+
+
+class _Mismatches:
+    """Counts mismatches by kind, keeping the first few for the report."""
+
+    def __init__(self) -> None:
+        self.counts: Counter[str] = Counter()
+        self.first: list[BodyMismatch] = []
+
+    def add(self, m: BodyMismatch, n: int = 1) -> None:
+        self.counts[m.kind] += n
+        if len(self.first) < FIRST_MISMATCHES:
+            self.first.append(m)
+
+    def result(self, rows: int) -> BodyCheck:
+        c = self.counts
+        return BodyCheck(rows, c["wrong body"], c["missing"], c["duplicated"], c["unexpected"],
+                         tuple(self.first))
+
+
+def compare_digests(expected: Mapping[Digest, int], observed: Iterable[Digest], *,
+                    optional: Iterable[Digest] = ()) -> BodyCheck:
+    """Bodies without positions, for an output whose positions are not the input's (e.g. a
+    RocketMQ -> Spark -> RocketMQ pipeline): every digest of ``expected`` appears its count
+    of times, each of ``optional`` (a send whose outcome is unknown) at most once more, and
+    nothing else appears."""
+    seen = Counter(observed)
+    may = Counter(optional)
+    out = _Mismatches()
+    for d, n in expected.items():
+        if seen[d] < n:
+            out.add(BodyMismatch("missing", None, d, None), n - seen[d])
+    for d, n in seen.items():
+        over = n - expected.get(d, 0) - may[d]
+        if over > 0:
+            kind = "duplicated" if d in expected or d in may else "unexpected"
+            out.add(BodyMismatch(kind, None, d if kind == "duplicated" else None, d), over)
+    return out.result(sum(seen.values()))
+
+
+def compare_bodies(expected: Mapping[Key, Digest], observed: Iterable[tuple[Key, Digest]], *,
+                   required: Callable[[Key], bool] = lambda _: True,
+                   optional: Iterable[Digest] = ()) -> BodyCheck:
+    """Bodies at their positions, for a source read into a sink: each acknowledged position
+    of ``expected`` that is ``required`` (e.g. within the committed range) holds exactly one
+    row, with the body sent there; a row at any other position carries a body of
+    ``optional`` (a send whose outcome is unknown, which the broker may have stored), each
+    at most once. Positions alone would not see a reader returning the wrong bytes."""
+    at: dict[Key, list[Digest]] = defaultdict(list)
+    elsewhere: list[tuple[Key, Digest]] = []
+    rows = 0
+    for key, got in observed:
+        rows += 1
+        if key in expected:
+            at[key].append(got)
+        else:
+            elsewhere.append((key, got))
+    out = _Mismatches()
+    for key in sorted(expected):            # sorted: the report names the lowest offsets first
+        want, got = expected[key], at.get(key, [])
+        if not got and required(key):
+            out.add(BodyMismatch("missing", key, want, None))
+        for g in got:
+            if g != want:
+                out.add(BodyMismatch("wrong body", key, want, g))
+        if len(got) > 1:
+            out.add(BodyMismatch("duplicated", key, want, want), len(got) - 1)
+    may = Counter(optional)
+    for key, got in sorted(elsewhere):
+        if may[got] > 0:
+            may[got] -= 1
+        else:
+            out.add(BodyMismatch("unexpected", key, None, got))
+    return out.result(rows)
 
 
 # ------------------------------------------------------------------ invariants
@@ -220,10 +374,11 @@ class Check:
     lost: int                 # acknowledged messages of the committed range missing from the sink
     broker_ahead: int         # queues whose group offset on the broker passed the checkpoint
     committed: int            # messages the checkpoint's last committed batch covers
+    bodies: BodyCheck         # the sink's bodies against the producer's
 
     @property
     def ok(self) -> bool:
-        return self.duplicated == 0 and self.lost == 0 and self.broker_ahead == 0
+        return self.duplicated == 0 and self.lost == 0 and self.broker_ahead == 0 and self.bodies.ok
 
 
 def covers(end: dict[QueueKey, int], keys: list[Key]) -> bool:
@@ -343,12 +498,17 @@ class Rig:
         group = {(q.topic, q.broker_name, q.queue_id): self.admin.query_consumer_offset(GROUP, q)
                  for q in queues}
         end = committed_end(self.driver.checkpoint)
-        sink = read_file_sink(self.driver.out, ["topic", "broker", "queue_id", "queue_offset"])
+        sink = read_file_sink(self.driver.out, ["topic", "broker", "queue_id", "queue_offset", "body"])
         keys = list(zip(*(sink.column(c).to_pylist() for c in ("topic", "broker", "queue_id", "queue_offset"))))
         present = set(keys)
         lost = sum(1 for k in acked if k[3] < end.get(k[:3], 0) and k not in present)
         ahead = sum(1 for q, off in group.items() if off is not None and off > end.get(q, 0))
-        return Check(len(keys), len(keys) - len(present), lost, ahead, sum(end.values()))
+        # The producer's record is taken after the sink was read: every row there was
+        # stored before, so its send is acknowledged by now, or in flight, or failed.
+        sent, unsure = self.producer.bodies()
+        bodies = compare_bodies(sent, zip(keys, map(digest, sink.column("body").to_pylist())),
+                                required=lambda k: k[3] < end.get(k[:3], 0), optional=unsure)
+        return Check(len(keys), len(keys) - len(present), lost, ahead, sum(end.values()), bodies)
 
 
 # ------------------------------------------------------------------ the cycles
@@ -376,21 +536,26 @@ def run(cycles: int, seed: int, work: Path, *, victims: tuple[str, ...] = VICTIM
             c = rig.check(acked)
             row = {"cycle": cycle, "killed": victim, "rows": c.rows, "acked": len(acked),
                    "lost": c.lost, "duplicated": c.duplicated, "broker>chk": c.broker_ahead,
-                   "recovery s": round(recovery, 1),
+                   "bad bodies": c.bodies.bad, "recovery s": round(recovery, 1),
                    "driver restarts": rig.driver.starts - starts - (victim == "driver"),
                    "failed tasks": rig.driver.task_failures() - failed_tasks}
             rows.append(row)
             out(f"cycle {cycle}: " + ", ".join(f"{k}={v}" for k, v in row.items()))
+            if not c.bodies.ok:
+                out(c.bodies.report())
         rig.producer.stop()
         acked = rig.producer.acked()
         rig.wait_caught_up(acked, 180)
         final = rig.check(acked)
         out(f"final: rows={final.rows} acked={len(acked)} lost={final.lost} "
             f"duplicated={final.duplicated} broker>chk={final.broker_ahead} "
+            f"bad bodies={final.bodies.bad} "
             f"producer failures={rig.producer.failures} sidecar dir={rig.sidecar_dir}")
+        out(final.bodies.report())
         rows.append({"cycle": "end", "killed": "-", "rows": final.rows, "acked": len(acked),
                      "lost": final.lost, "duplicated": final.duplicated,
-                     "broker>chk": final.broker_ahead, "recovery s": 0.0, "driver restarts": 0,
+                     "broker>chk": final.broker_ahead, "bad bodies": final.bodies.bad,
+                     "recovery s": 0.0, "driver restarts": 0,
                      "failed tasks": rig.driver.task_failures()})
     finally:
         rig.close()
@@ -424,9 +589,10 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(work, ignore_errors=True)
     print(table(rows))
     # each check covers everything so far: the worst cycle is the figure
-    worst = {k: max(int(r[k]) for r in rows) for k in ("lost", "duplicated", "broker>chk")}  # type: ignore[call-overload]
+    worst = {k: max(int(r[k]) for r in rows)  # type: ignore[call-overload]
+             for k in ("lost", "duplicated", "broker>chk", "bad bodies")}
     print(f"RESULT cycles={args.cycles} lost={worst['lost']} duplicated={worst['duplicated']} "
-          f"broker_ahead={worst['broker>chk']}")
+          f"broker_ahead={worst['broker>chk']} bad_bodies={worst['bad bodies']}")
     return 1 if any(worst.values()) else 0
 
 

@@ -6,14 +6,15 @@ from __future__ import annotations
 from collections import defaultdict
 from pathlib import Path
 
-from bench.chaos import Rig, covers
+from bench.chaos import BodyCheck, Rig, covers
 from bench.common import committed_end, file_sink_files
 from tests.waiting import wait_until as wait  # noqa: F401 - the deployment tests' name for it
 
 
 def assert_invariants(rig: Rig) -> None:
-    """Everything acknowledged so far is committed, in the sink exactly once, and the
-    broker's group offsets are not ahead of the checkpoint."""
+    """Everything acknowledged so far is committed, in the sink exactly once with the body
+    the producer sent at its position (nothing else there but sends whose outcome is
+    unknown), and the broker's group offsets are not ahead of the checkpoint."""
     acked = rig.producer.acked()
     rig.wait_caught_up(acked, 120)
     c = rig.check(acked)
@@ -22,6 +23,17 @@ def assert_invariants(rig: Rig) -> None:
     assert c.duplicated == 0, f"{c.duplicated} rows are duplicates"
     assert c.broker_ahead == 0, "the group's offsets on the broker passed the checkpoint"
     assert c.rows >= len(acked)
+    # positions alone pass a reader that returns the wrong bytes at the right offsets
+    assert_bodies(c.bodies)
+
+
+def assert_bodies(check: BodyCheck, what: str = "") -> None:
+    """A body check (``compare_bodies`` / ``compare_digests``) of ``what`` found nothing
+    wrong; the failure names how many rows and the first few, with expected and observed
+    digests."""
+    prefix = f"{what}: " if what else ""
+    assert check.ok, prefix + check.report()
+    assert check.rows > 0, f"{prefix}the body check compared no rows"
 
 
 def assert_queue_order(sink: Path) -> int:

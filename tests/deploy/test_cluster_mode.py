@@ -6,9 +6,10 @@ driver runs here, with a third sidecar directory of its own): the main example j
 (jobs/orders_stream.py, producing orders and streaming them orderly into parquet) and
 tests/deploy/cluster_queries.py (an orderly and a concurrent query of another topic). Each
 application gets one executor on each worker. The module fixture sets everything up and
-runs both once; the tests check what came out: every message exactly once, queue order per
-queue in orderly mode, and exactly one sidecar per host, both hosts' sidecars serving the
-executors' reads while the drivers' sidecar served none.
+runs both once; the tests check what came out: every message exactly once with the body
+sent at its position, queue order per queue in orderly mode, and exactly one sidecar per
+host, both hosts' sidecars serving the executors' reads while the drivers' sidecar served
+none.
 """
 
 from __future__ import annotations
@@ -17,17 +18,21 @@ import re
 import shutil
 import tempfile
 import threading
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
 
+from bench.chaos import Digest, Key, compare_bodies, digest
 from bench.common import read_file_sink
+from rocketmq_spark.sharding import select_queue
 from rocketmq_spark.structs import Message
+from rocketmq_spark.workload import orders
 from tests.cluster import ClusterHandle
 from tests.deploy import sidecars
-from tests.deploy.checks import assert_queue_order
+from tests.deploy.checks import assert_bodies, assert_queue_order
 from tests.deploy.standalone import SparkStandalone, spark_submit
 from tests.spark_session import stop_sidecar
 
@@ -35,6 +40,7 @@ ROOT = Path(__file__).resolve().parents[2]
 QUERIES = Path(__file__).with_name("cluster_queries.py")
 HOSTS = ("host-1", "host-2")
 JOB_MESSAGES = 240          # produced by the main job itself
+JOB_CUSTOMERS = 8
 QUERY_MESSAGES_PER_QUEUE = 30
 
 
@@ -59,7 +65,7 @@ topic = "{topic}"
 consumer_group = "{topic}-job"
 [workload]
 messages = {JOB_MESSAGES}
-customers = 8
+customers = {JOB_CUSTOMERS}
 [output]
 path = "{root / 'job-out'}"
 checkpoint = "{root / 'job-checkpoint'}"
@@ -129,7 +135,7 @@ def deployment(rocketmq: ClusterHandle) -> Iterator[Deployment]:
 
 # ------------------------------------------------------------------ checks
 
-def _keys(table: Any) -> list[tuple[str, str, int, int]]:
+def _keys(table: Any) -> list[Key]:
     return list(zip(table.column("topic").to_pylist(), table.column("broker").to_pylist(),
                     table.column("queue_id").to_pylist(), table.column("queue_offset").to_pylist()))
 
@@ -143,6 +149,27 @@ def _assert_once(table: Any, expected: dict[tuple[str, int], int], topic: str) -
                                f"unexpected {sorted(set(keys) - want)[:10]}")
 
 
+def _observed(table: Any) -> list[tuple[Key, Digest]]:
+    return list(zip(_keys(table), map(digest, table.column("body").to_pylist())))
+
+
+def _job_sent(rocketmq: ClusterHandle, topic: str) -> dict[Key, Digest]:
+    """Where orders_stream.py's producer put which body: it sends the same workload in the
+    same order (its order sequence starts at 0 on a new topic), each order to
+    ``select_queue(customer, send_queues)``, one send after another, so each queue's offsets
+    count up from 0 in send order."""
+    queues = rocketmq.admin.send_queues(topic)
+    next_offset: Counter[tuple[str, int]] = Counter()
+    sent: dict[Key, Digest] = {}
+    for order in orders(JOB_MESSAGES, customers=JOB_CUSTOMERS):
+        message, key = order.to_message(topic)
+        q = select_queue(key, queues)
+        at = (q.broker_name, q.queue_id)
+        sent[(topic, *at, next_offset[at])] = digest(message.body)
+        next_offset[at] += 1
+    return sent
+
+
 def test_main_job_reads_every_order_once_in_queue_order(deployment: Deployment, rocketmq: ClusterHandle) -> None:
     out = deployment.job.stdout
     assert f"produced {JOB_MESSAGES} order events" in out
@@ -152,7 +179,14 @@ def test_main_job_reads_every_order_once_in_queue_order(deployment: Deployment, 
             for q in rocketmq.admin.subscribe_queues(deployment.job_topic)}
     assert sum(ends.values()) == JOB_MESSAGES
     sink = deployment.root / "job-out"
-    _assert_once(read_file_sink(sink), ends, deployment.job_topic)
+    table = read_file_sink(sink)
+    _assert_once(table, ends, deployment.job_topic)
+    # the job wrote each body as a string: its UTF-8 bytes are what was sent
+    sent = _job_sent(rocketmq, deployment.job_topic)
+    per_queue = dict(Counter((b, q) for _, b, q, _ in sent))
+    assert per_queue == {k: n for k, n in ends.items() if n}, \
+        f"the job's sends, as reconstructed, do not fill the queues the broker holds: {per_queue} vs {ends}"
+    assert_bodies(compare_bodies(sent, _observed(table)))
     assert assert_queue_order(sink) >= 1
 
 
@@ -165,9 +199,9 @@ def test_orderly_and_concurrent_queries_read_every_message_once(deployment: Depl
     for mode in ("orderly", "concurrent"):
         table = read_file_sink(deployment.root / "queries" / mode)
         _assert_once(table, expected, deployment.query_topic)
-        bodies = {(b, q, o): body for (_, b, q, o), body in zip(_keys(table), table.column("body").to_pylist())}
-        assert all(bodies[(b, q, o)] == sent[o] for (b, q), sent in deployment.query_sent.items()
-                   for o in range(len(sent))), f"{mode}: a body does not match what was sent"
+        sent = {(deployment.query_topic, b, q, o): digest(body)
+                for (b, q), bodies in deployment.query_sent.items() for o, body in enumerate(bodies)}
+        assert_bodies(compare_bodies(sent, _observed(table)), mode)
     assert assert_queue_order(deployment.root / "queries" / "orderly") >= 1
 
 

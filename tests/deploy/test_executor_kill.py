@@ -16,8 +16,9 @@ ended, it gets SIGKILL (otherwise SIGCONT, and again at the next chance). Then: 
 the application, the driver logs the lost executor and the lost task, the same driver
 commits that batch, the host's sidecar serves the batch's ranges again from the same start
 offsets, and after the producer stops the sink (read through its ``_spark_metadata`` log)
-holds every acknowledged message exactly once, each queue in offset order within every
-committed file, with the group's offsets on the broker never past the checkpoint.
+holds every acknowledged message exactly once with the body sent at its position, each
+queue in offset order within every committed file, with the group's offsets on the broker
+never past the checkpoint.
 """
 
 from __future__ import annotations

@@ -6,8 +6,9 @@ The setup is bench/chaos.py's ``Rig``: broker subprocess on a fixed data directo
 NameServer port, producer thread (only acknowledged sends count), driver subprocess with an
 auto-started sidecar in a private directory. After each fault the sink (read through its
 ``_spark_metadata`` log) must hold every acknowledged message exactly once (key
-topic+broker+queue+offset) and the group's offsets on the broker must not pass what the
-checkpoint committed. (Driver kills are tests/streaming's subject.)
+topic+broker+queue+offset) with the body the producer sent there, and the group's offsets
+on the broker must not pass what the checkpoint committed. (Driver kills are
+tests/streaming's subject.)
 """
 
 from __future__ import annotations
