@@ -4,8 +4,10 @@
 
 Both clients run in this process against one embedded broker subprocess (async flush, so
 the figures measure the protocol path rather than the disk): sync single sends, then
-pulls of everything back (32 messages per pull). Our client also sends in batches of 32.
-Prints msg/s, MB/s and the ratio ours / C++ for each."""
+pulls of everything back (32 messages per pull). Both clients also send in batches of 32;
+ours through the send pipeline (batches of 256, 16 in flight) and the ``produce`` command
+reading a file. Prints msg/s, MB/s and the ratios ours / C++ (to the C++ client's best send
+path for the pipeline and the CLI)."""
 
 from __future__ import annotations
 
@@ -44,6 +46,39 @@ def ours_send_batch(addr: str, topic: str, n: int, body: bytes) -> float:
         c.close()
 
 
+def ours_pipeline(addr: str, topic: str, n: int, body: bytes) -> float:
+    """The CLI's and the jobs' path: batches of 256 per queue, 16 requests in flight."""
+    from rocketmq_spark.client.pipeline import SendPipeline
+
+    c = MQClient(ClientConfig.parse(addr))
+    try:
+        c.send_queues(topic)
+        with Timer() as t:
+            pipe = SendPipeline(c, producer_group="bench_pipeline", batch_size=256, depth=16)
+            for i in range(n):
+                pipe.add(Message(topic, body), None, i)
+            assert pipe.close() == n
+        return t.seconds
+    finally:
+        c.close()
+
+
+def cli_produce(addr: str, topic: str, n: int, body: bytes, tmp: str) -> float:
+    """``rocketmq-spark produce -f FILE``: n lines, the process's start included."""
+    import os
+    import subprocess
+
+    path = os.path.join(tmp, "lines.txt")
+    with open(path, "wb") as f:
+        f.write((body + b"\n") * n)
+    with Timer() as t:
+        r = subprocess.run([sys.executable, "-m", "rocketmq_spark.cli", "produce", "-t", topic, "-f", path,
+                            "-n", addr, "--progress", "off"], capture_output=True, text=True)
+    if r.returncode != 0 or f"sent {n} messages" not in r.stdout:
+        raise RuntimeError(f"produce failed: {r.stderr}")
+    return t.seconds
+
+
 def ours_pull(addr: str, topic: str, n: int) -> float:
     c = MQClient(ClientConfig.parse(addr))
     try:
@@ -70,6 +105,17 @@ def cpp_send(addr: str, topic: str, n: int, body: bytes) -> float:
             for _ in range(n - 1):
                 p.send(topic, body)
         return t.seconds * n / max(1, n - 1)
+
+
+def cpp_send_batch(addr: str, topic: str, n: int, body: bytes) -> float:
+    from tests.cppclient import CppProducer
+
+    with CppProducer(addr, f"bench_{uuid.uuid4().hex[:8]}") as p:
+        p.send(topic, body)
+        with Timer() as t:
+            for i in range(0, n, 32):
+                p.send_batch(topic, [body] * min(32, n - i))
+        return t.seconds
 
 
 def cpp_pull(addr: str, topic: str, n: int) -> float:
@@ -99,9 +145,13 @@ def main(argv: list[str] | None = None) -> int:
     body = b"x" * args.size
     n = args.messages
     rows = []
+    import tempfile
+
+    tmp = tempfile.mkdtemp(prefix="broker-bench-")
     with broker_process() as addr:
         admin = MQClient(ClientConfig.parse(addr))
-        topics = {k: f"bench_{k}_{uuid.uuid4().hex[:6]}" for k in ("ours", "batch", "cpp")}
+        topics = {k: f"bench_{k}_{uuid.uuid4().hex[:6]}"
+                  for k in ("ours", "batch", "cpp", "cppbatch", "pipeline", "cli")}
         for t in topics.values():
             admin.create_topic(t, queues=1)
         admin.close()
@@ -109,6 +159,9 @@ def main(argv: list[str] | None = None) -> int:
             "send: ours (sync)": ours_send(addr, topics["ours"], n, body),
             "send: C++ (sync)": cpp_send(addr, topics["cpp"], n, body),
             "send: ours (batch 32)": ours_send_batch(addr, topics["batch"], n, body),
+            "send: C++ (batch 32)": cpp_send_batch(addr, topics["cppbatch"], n, body),
+            "send: ours (pipeline 256 x 16)": ours_pipeline(addr, topics["pipeline"], n, body),
+            "send: rocketmq-spark produce -f": cli_produce(addr, topics["cli"], n, body, tmp),
             "pull: ours": ours_pull(addr, topics["ours"], n),
             "pull: C++": cpp_pull(addr, topics["cpp"], n),
         }
@@ -118,7 +171,11 @@ def main(argv: list[str] | None = None) -> int:
     print(table(rows))
     ratio_send = results["send: C++ (sync)"] / results["send: ours (sync)"]
     ratio_pull = results["pull: C++"] / results["pull: ours"]
+    cpp_best = min(results["send: C++ (sync)"], results["send: C++ (batch 32)"])
     print(f"\nratio ours/C++ (msg/s): send {ratio_send:.2f}, pull {ratio_pull:.2f}")
+    print(f"ratio to the C++ client's best send path (msg/s): pipeline "
+          f"{cpp_best / results['send: ours (pipeline 256 x 16)']:.2f}, produce CLI "
+          f"{cpp_best / results['send: rocketmq-spark produce -f']:.2f}")
     return 0
 
 

@@ -261,6 +261,18 @@ class MQClient:
         call = self._transport.submit(addr, cmd, timeout or self.config.request_timeout)
         return PendingSend(call, queue, uniq, addr, cmd.code)
 
+    def send_batch_async(self, messages: Sequence[Message], *, queue: MessageQueue,
+                         producer_group: str = DEFAULT_PRODUCER_GROUP,
+                         timeout: float | None = None) -> "PendingSend":
+        """``send_batch`` to ``queue`` sent now, answered later (several can be in flight)."""
+        producer.validate_batch(messages)
+        uniqs = [producer.uniq_key_of(m) or self._ids.next_id() for m in messages]
+        addr = self.master_addr(queue.topic, queue.broker_name)
+        cmd = producer.batch_request(messages, queue_id=queue.queue_id, producer_group=producer_group,
+                                     uniq_keys=uniqs, born_timestamp=_now_ms())
+        call = self._transport.submit(addr, cmd, timeout or self.config.request_timeout)
+        return PendingSend(call, queue, ",".join(uniqs), addr, cmd.code)
+
     def end_transaction(self, half: HalfMessage, state: int, *, producer_group: str,
                         from_check: bool = False, transaction_id: str | None = None,
                         oneway: bool = False, address: str | None = None,

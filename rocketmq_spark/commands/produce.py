@@ -1,4 +1,9 @@
-"""``rocketmq-spark produce``: send lines of a file or stdin, or a generated order workload."""
+"""``rocketmq-spark produce``: send lines of a file or stdin, or a generated order workload.
+
+Sends go through a ``SendPipeline``: batches of ``--batch-size`` per queue, ``--in-flight``
+requests at once (one at a time per sharding key's queue, which keeps its order); every line
+is acknowledged before the command reports success, and a refused request is reported with
+its line numbers (nothing after it is sent)."""
 
 from __future__ import annotations
 
@@ -8,7 +13,8 @@ import time
 from typing import Iterator
 
 from rocketmq_spark.commands.common import add_cluster_args, client_from, run
-from rocketmq_spark.sharding import select_queue
+from rocketmq_spark.client.mqclient import DEFAULT_PRODUCER_GROUP
+from rocketmq_spark.client.pipeline import PipelineFailed, SendPipeline
 from rocketmq_spark.structs import Message
 from rocketmq_spark.workload import orders
 
@@ -48,41 +54,66 @@ def _produce(args: argparse.Namespace) -> int:
     if args.rate < 0:
         raise SystemExit("--rate: must be >= 0")
     if args.generate is not None:
-        items = ((m, key) for m, key in (o.to_message(args.topic) for o in orders(args.generate, seed=args.seed)))
+        items: Iterator[tuple[Message, str | None]] = (
+            o.to_message(args.topic) for o in orders(args.generate, seed=args.seed))
         total: int | None = args.generate
+        what = "message"
     else:
         source = args.file or "-"
         items = ((Message(args.topic, body, tags=args.tags, keys=args.keys), args.sharding_key)
                  for body in _lines(source))
         total = None
+        what = "line"
     bar = None
     if args.progress == "on" or (args.progress == "auto" and sys.stderr.isatty()
                                  and (total or 0) >= PROGRESS_THRESHOLD):
         from tqdm import tqdm
 
         bar = tqdm(total=total, unit="msg", file=sys.stderr)
+
+    def acknowledged(refs, result) -> None:  # type: ignore[no-untyped-def]
+        if bar:
+            bar.update(len(refs))
+        elif args.verbose:
+            first, last = refs[0], refs[-1]
+            span = f"{what} {first}" if first == last else f"{what}s {first}..{last}"
+            print(f"{result.status} {result.queue.broker_name}/{result.queue.queue_id}"
+                  f"@{result.queue_offset} {span}")
+
     pacer = Pacer(args.rate)
-    sent = 0
     with client_from(args) as client:
-        queues = None
-        for message, key in items:
-            pacer.wait()
-            queue = None
-            if key:
-                if queues is None:
-                    queues = client.send_queues(message.topic)
-                queue = select_queue(key, queues)
-            result = client.send(message, queue=queue)
-            sent += 1
+        # Paced sends go out one by one as they come; unpaced ones in batches.
+        pipe = SendPipeline(client, producer_group=args.producer_group,
+                            batch_size=1 if args.rate > 0 else args.batch_size,
+                            depth=args.in_flight, on_result=acknowledged)
+        try:
+            for n, (message, key) in enumerate(items, 1):
+                pacer.wait()
+                pipe.add(message, key, n)
+            sent = pipe.close()
+        except PipelineFailed as exc:
             if bar:
-                bar.update(1)
-            elif args.verbose:
-                print(f"{result.status} {result.queue.broker_name}/{result.queue.queue_id}"
-                      f"@{result.queue_offset} {result.msg_id}")
+                bar.close()
+            for f in exc.failures:
+                first, last = f.refs[0], f.refs[-1]
+                span = f"{what} {first}" if first == last else f"{what}s {first}..{last}"
+                print(f"rocketmq-spark produce: {span} not sent to {f.queue.topic}/"
+                      f"{f.queue.broker_name}/{f.queue.queue_id}: {f.error}", file=sys.stderr)
+            print(f"rocketmq-spark produce: {exc.acknowledged} {what}s were acknowledged; "
+                  f"nothing after the first failure was sent", file=sys.stderr)
+            return 1
     if bar:
         bar.close()
     print(f"sent {sent} messages to {args.topic}")
     return 0
+
+
+def _positive(most: int):  # type: ignore[no-untyped-def]
+    def parse(text: str) -> int:
+        if not text.isdigit() or not 1 <= int(text) <= most:
+            raise argparse.ArgumentTypeError(f"expected an integer in 1..{most}, got {text!r}")
+        return int(text)
+    return parse
 
 
 def main(argv: list[str]) -> int:
@@ -102,6 +133,13 @@ def main(argv: list[str]) -> int:
     p.add_argument("--rate", type=float, default=0.0, help="messages per second (0 = as fast as possible)")
     p.add_argument("--progress", choices=("auto", "on", "off"), default="auto",
                    help="progress bar (auto: on a terminal, from 1000 messages)")
-    p.add_argument("--verbose", "-v", action="store_true", help="print every send result")
+    p.add_argument("--producer-group", default=DEFAULT_PRODUCER_GROUP,
+                   help=f"producer group of the sends (default {DEFAULT_PRODUCER_GROUP})")
+    p.add_argument("--batch-size", type=_positive(1024), default=256, metavar="N",
+                   help="messages per request (default 256; 1 with --rate)")
+    p.add_argument("--in-flight", type=_positive(256), default=16, metavar="N",
+                   help="requests sent before the first answer is awaited (default 16); a "
+                        "sharding key's queue has one at a time, to keep its order")
+    p.add_argument("--verbose", "-v", action="store_true", help="print every request's result")
     args = p.parse_args(argv)
     return run(_produce, args)

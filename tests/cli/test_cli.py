@@ -148,3 +148,32 @@ def test_errors_name_the_bad_argument(rocketmq: ClusterHandle) -> None:
     assert r.returncode != 0 and "--rate" in r.stderr
     r = cli("lag", "-g", "g", "-n", "127.0.0.1:1", "--timeout", "1")
     assert r.returncode == 1 and "127.0.0.1:1" in r.stderr
+
+
+def test_produce_a_file_in_pipelined_batches_every_line_acknowledged_in_order(
+        rocketmq: ClusterHandle, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    topic = rocketmq.create_topic("clibulk", queues=4)
+    lines = [f"line-{i:05d}" for i in range(20_000)]
+    (tmp_path / "in.txt").write_text("\n".join(lines) + "\n")
+    r = cli("produce", "-t", topic, "-f", str(tmp_path / "in.txt"), "--sharding-key", "one",
+            "-n", rocketmq.namesrv_addr, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "sent 20000 messages" in r.stdout
+    msgs = wait_count(rocketmq, topic, len(lines))
+    queues = {(m.store_host.port, m.queue_id) for m in msgs}
+    assert len(queues) == 1                                   # one key: one queue, in file order
+    assert [m.payload().decode() for m in sorted(msgs, key=lambda m: m.queue_offset)] == lines
+
+
+def test_produce_reports_a_refused_line_and_sends_nothing_after_it(rocketmq: ClusterHandle, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import base64
+
+    topic = rocketmq.create_topic("clibad", queues=1)
+    huge = base64.b64encode(os.urandom(6 * 1024 * 1024)).decode()   # > 4 MiB even compressed
+    (tmp_path / "in.txt").write_text("\n".join(["a", "b", huge, "c", "d"]) + "\n")
+    r = cli("produce", "-t", topic, "-f", str(tmp_path / "in.txt"), "--sharding-key", "k",
+            "--batch-size", "1", "-n", rocketmq.namesrv_addr, timeout=120)
+    assert r.returncode == 1
+    assert "line 3 not sent to " + topic in r.stderr and "MESSAGE_ILLEGAL (13)" in r.stderr, r.stderr
+    assert "2 lines were acknowledged" in r.stderr
+    assert sorted(m.payload() for m in wait_count(rocketmq, topic, 2)) == [b"a", b"b"]

@@ -1,0 +1,171 @@
+"""Sending many messages fast: batches per queue, several requests in flight.
+
+How it works. ``SendPipeline.add(message, key, ref)`` puts a message in its queue's batch (a
+sharding key picks the queue with ``sharding.select_queue``, no key goes round robin over
+the topic's send queues); a batch goes out as SEND_BATCH_MESSAGE once it holds
+``batch_size`` messages or ``batch_bytes`` bytes (a single message as SEND_MESSAGE_V2;
+delayed messages alone, brokers refuse delays in batches). Up to ``depth`` requests are in
+flight at once; a queue whose order matters (``ordered``: every queue a sharding key chose)
+has one in flight at a time, because a broker may handle the requests of one connection in
+parallel (5.x does), and a message's position in its queue is the order consumers see.
+Every message is acknowledged: ``close`` returns once every answer came, and raises
+``PipelineFailed`` naming the refs (say, line numbers) of each failed request when any did.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Callable, Hashable, Protocol, Sequence
+
+from rocketmq_spark.errors import RocketMQError
+from rocketmq_spark.remoting.route import MessageQueue
+from rocketmq_spark.sharding import select_queue
+from rocketmq_spark.structs import Message, SendResult
+
+SEND_OK = "SEND_OK"
+
+
+class Sender(Protocol):
+    def send_queues(self, topic: str) -> list[MessageQueue]: ...
+    def send_async(self, message: Message, *, queue: MessageQueue, producer_group: str = ...) -> Any: ...
+    def send_batch_async(self, messages: Sequence[Message], *, queue: MessageQueue,
+                         producer_group: str = ...) -> Any: ...
+
+
+@dataclass(frozen=True)
+class Failure:
+    refs: tuple[Hashable, ...]       # what the caller named the messages of the failed request
+    queue: MessageQueue
+    error: str
+
+
+class PipelineFailed(RocketMQError):
+    def __init__(self, failures: Sequence[Failure], acknowledged: int) -> None:
+        self.failures = tuple(failures)
+        self.acknowledged = acknowledged
+        first = failures[0]
+        super().__init__(f"{sum(len(f.refs) for f in failures)} messages in {len(failures)} requests "
+                         f"failed ({acknowledged} acknowledged); first: {_span(first.refs)} to "
+                         f"{first.queue.topic}/{first.queue.broker_name}/{first.queue.queue_id}: "
+                         f"{first.error}")
+
+
+def _span(refs: Sequence[Hashable]) -> str:
+    return f"{refs[0]}" if len(refs) == 1 else f"{refs[0]}..{refs[-1]}"
+
+
+@dataclass
+class _Lane:
+    queue: MessageQueue
+    ordered: bool = False
+    batch: list[Message] = field(default_factory=list)
+    refs: list[Hashable] = field(default_factory=list)
+    size: int = 0
+    in_flight: int = 0
+
+
+class SendPipeline:
+    def __init__(self, client: Sender, *, producer_group: str, batch_size: int = 256,
+                 batch_bytes: int = 1 << 20, depth: int = 16,
+                 on_result: Callable[[Sequence[Hashable], SendResult], None] | None = None) -> None:
+        if batch_size < 1 or depth < 1:
+            raise ValueError("batch_size and depth must be >= 1")
+        self.client, self.group = client, producer_group
+        self.batch_size, self.batch_bytes, self.depth = batch_size, batch_bytes, depth
+        self.on_result = on_result
+        self._queues: dict[str, list[MessageQueue]] = {}
+        self._turn: dict[str, int] = {}
+        self._lanes: dict[MessageQueue, _Lane] = {}
+        self._pending: deque[tuple[_Lane, list[Hashable], Any, int]] = deque()
+        self.failures: list[Failure] = []
+        self.acknowledged = 0
+        self.requests = 0
+
+    def _queue_for(self, topic: str, key: str | None) -> MessageQueue:
+        queues = self._queues.get(topic)
+        if queues is None:
+            queues = self._queues[topic] = self.client.send_queues(topic)
+        if key:
+            return select_queue(key, queues)
+        n = self._turn.get(topic, 0)
+        self._turn[topic] = n + 1
+        return queues[n % len(queues)]
+
+    def add(self, message: Message, key: str | None = None, ref: Hashable = None) -> None:
+        """Queue ``message`` for sending. After a request failed nothing more is sent: the
+        requests in flight are answered and PipelineFailed raised."""
+        if self.failures:
+            self.flush_in_flight()
+            raise PipelineFailed(self.failures, self.acknowledged)
+        queue = self._queue_for(message.topic, key)
+        lane = self._lanes.get(queue)
+        if lane is None:
+            lane = self._lanes[queue] = _Lane(queue)
+        lane.ordered = lane.ordered or bool(key)
+        size = len(message.body) + 64 + sum(len(k) + len(v) for k, v in message.properties.items())
+        if message.delay_level > 0:
+            self._flush(lane)
+            lane.batch, lane.refs, lane.size = [message], [ref], size
+            self._flush(lane)
+            return
+        if lane.batch and lane.size + size > self.batch_bytes:
+            self._flush(lane)
+        lane.batch.append(message)
+        lane.refs.append(ref)
+        lane.size += size
+        if len(lane.batch) >= self.batch_size:
+            self._flush(lane)
+
+    def _flush(self, lane: _Lane) -> None:
+        if not lane.batch:
+            return
+        batch, refs = lane.batch, lane.refs
+        lane.batch, lane.refs, lane.size = [], [], 0
+        while len(self._pending) >= self.depth or (lane.ordered and lane.in_flight >= 1):
+            self._settle()
+        if self.failures:               # nothing is sent after a failure (order, and the report)
+            return
+        if len(batch) == 1:
+            call = self.client.send_async(batch[0], queue=lane.queue, producer_group=self.group)
+        else:
+            call = self.client.send_batch_async(batch, queue=lane.queue, producer_group=self.group)
+        lane.in_flight += 1
+        self.requests += 1
+        self._pending.append((lane, refs, call, len(batch)))
+
+    def _settle(self) -> None:
+        lane, refs, call, n = self._pending.popleft()
+        lane.in_flight -= 1
+        try:
+            result = call.result()
+        except RocketMQError as exc:
+            self.failures.append(Failure(tuple(refs), lane.queue, str(exc)))
+            return
+        if result.status != SEND_OK:
+            self.failures.append(Failure(tuple(refs), lane.queue,
+                                         f"stored at offset {result.queue_offset} with status "
+                                         f"{result.status}, not {SEND_OK}"))
+            return
+        self.acknowledged += n
+        if self.on_result is not None:
+            self.on_result(refs, result)
+
+    def flush_in_flight(self) -> None:
+        while self._pending:
+            self._settle()
+
+    def flush(self) -> None:
+        """Send every batch now; return once every request was answered."""
+        for lane in list(self._lanes.values()):
+            if self.failures:
+                break
+            self._flush(lane)
+        self.flush_in_flight()
+
+    def close(self) -> int:
+        """``flush``; the number of messages acknowledged, or PipelineFailed."""
+        self.flush()
+        if self.failures:
+            raise PipelineFailed(self.failures, self.acknowledged)
+        return self.acknowledged

@@ -1,0 +1,109 @@
+"""SendPipeline's logic against a scripted sender (answers settle when awaited): batches per
+queue, one request in flight per keyed queue, delays alone, the depth bound, and a failure
+that stops the pipeline and names the refs of the failed request."""
+
+from __future__ import annotations
+
+import pytest
+
+from rocketmq_spark.client.pipeline import PipelineFailed, SendPipeline
+from rocketmq_spark.errors import BrokerError
+from rocketmq_spark.remoting.route import MessageQueue
+from rocketmq_spark.sharding import select_queue
+from rocketmq_spark.structs import Message, SendResult
+
+QS = [MessageQueue("t", "broker-a", i) for i in range(4)]
+
+
+class Call:
+    def __init__(self, sender: "Scripted", queue: MessageQueue, messages: list[Message]) -> None:
+        self.sender, self.queue, self.messages = sender, queue, messages
+
+    def result(self) -> SendResult:
+        self.sender.in_flight[self.queue] -= 1
+        if any(m.body in self.sender.refuse for m in self.messages):
+            raise BrokerError(13, "the message is illegal")
+        stored = self.sender.stored.setdefault(self.queue, [])
+        first = len(stored)
+        stored.extend(self.messages)
+        return SendResult("SEND_OK", "id", "off", self.queue, first)
+
+
+class Scripted:
+    def __init__(self, refuse: set[bytes] = frozenset()) -> None:  # type: ignore[assignment]
+        self.refuse = refuse
+        self.requests: list[tuple[MessageQueue, int]] = []
+        self.stored: dict[MessageQueue, list[Message]] = {}
+        self.in_flight: dict[MessageQueue, int] = {}
+        self.peak: dict[MessageQueue, int] = {}
+        self.total_peak = 0
+
+    def send_queues(self, topic: str) -> list[MessageQueue]:
+        return QS
+
+    def _call(self, queue: MessageQueue, messages: list[Message]) -> Call:
+        self.requests.append((queue, len(messages)))
+        self.in_flight[queue] = self.in_flight.get(queue, 0) + 1
+        self.peak[queue] = max(self.peak.get(queue, 0), self.in_flight[queue])
+        self.total_peak = max(self.total_peak, sum(self.in_flight.values()))
+        return Call(self, queue, messages)
+
+    def send_async(self, message, *, queue, producer_group="g"):  # type: ignore[no-untyped-def]
+        return self._call(queue, [message])
+
+    def send_batch_async(self, messages, *, queue, producer_group="g"):  # type: ignore[no-untyped-def]
+        return self._call(queue, list(messages))
+
+
+def msg(i: int, **kw) -> Message:  # type: ignore[no-untyped-def]
+    return Message("t", b"m%d" % i, **kw)
+
+
+def test_keyed_messages_keep_their_queue_and_order_with_one_request_in_flight() -> None:
+    s = Scripted()
+    pipe = SendPipeline(s, producer_group="g", batch_size=10, depth=8)
+    for i in range(95):
+        pipe.add(msg(i), f"k{i % 3}", i)
+    assert pipe.close() == 95
+    for k in ("k0", "k1", "k2"):
+        q = select_queue(k, QS)
+        mine = [int(m.body[1:]) for m in s.stored[q] if int(m.body[1:]) % 3 == int(k[1])]
+        assert mine == [i for i in range(95) if i % 3 == int(k[1])]
+    assert max(s.peak.values()) == 1
+    assert all(n <= 10 for _q, n in s.requests)
+
+
+def test_unkeyed_messages_spread_in_batches_with_several_in_flight() -> None:
+    s = Scripted()
+    pipe = SendPipeline(s, producer_group="g", batch_size=16, depth=3)
+    for i in range(640):
+        pipe.add(msg(i), None, i)
+    assert pipe.close() == 640
+    assert {q for q, _ in s.requests} == set(QS)
+    assert all(n == 16 for _q, n in s.requests) and len(s.requests) == 40
+    assert s.total_peak == 3 and max(s.peak.values()) >= 1
+
+
+def test_delayed_messages_go_alone_and_big_ones_cut_batches() -> None:
+    s = Scripted()
+    pipe = SendPipeline(s, producer_group="g", batch_size=100, batch_bytes=1000, depth=4)
+    pipe.add(msg(0), "k", 0)
+    pipe.add(msg(1, delay_level=3), "k", 1)
+    pipe.add(Message("t", b"x" * 900), "k", 2)
+    pipe.add(Message("t", b"y" * 900), "k", 3)
+    assert pipe.close() == 4
+    assert [n for _q, n in s.requests] == [1, 1, 1, 1]
+
+
+def test_a_failure_names_its_refs_and_stops_the_pipeline() -> None:
+    s = Scripted(refuse={b"m25"})
+    pipe = SendPipeline(s, producer_group="g", batch_size=10, depth=2)
+    with pytest.raises(PipelineFailed) as info:
+        for i in range(1000):
+            pipe.add(msg(i), "one-key", i + 1)      # refs are 1-based line numbers
+        pipe.close()
+    (failure,) = info.value.failures
+    assert failure.refs == tuple(range(21, 31)) and "MESSAGE_ILLEGAL (13)" in failure.error
+    assert "the message is illegal" in failure.error and "21..30" in str(info.value)
+    assert info.value.acknowledged == 20
+    assert sum(len(v) for v in s.stored.values()) == 20     # nothing after the failed request
