@@ -1,10 +1,13 @@
 """One embedded broker: store, topic/group/offset tables, clients, locks, long polling,
-the delay timer and its remoting server, under ``<data_dir>/<broker name>/``.
+the delay timer, transactional messages and their check-backs, and its remoting server,
+under ``<data_dir>/<broker name>/``.
 
 Layout on disk: ``commitlog/`` (segments), ``consumequeue/<topic>/<queueId>/``,
 ``config/topics.json``, ``config/subscriptionGroup.json``, ``config/consumerOffset.json``,
 ``config/delayOffset.json``, ``broker.json`` (the last port, reused when free so that the
-STOREHOST of stored messages stays reachable after a restart) and ``lock``.
+STOREHOST of stored messages stays reachable after a restart) and ``lock``. Half messages,
+op messages and the check progress need nothing more: they are queues of the store and
+offsets of group CID_RMQ_SYS_TRANS (see ``half_messages``).
 """
 
 from __future__ import annotations
@@ -14,12 +17,13 @@ import threading
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from rocketmq_spark.embedded.acl import AclValidator
-from rocketmq_spark.embedded.clients import ClientManager
+from rocketmq_spark.embedded.clients import Channel, ClientManager, Notice
 from rocketmq_spark.embedded.clock import Clock, SystemClock
 from rocketmq_spark.embedded.groups import SubscriptionGroupManager
+from rocketmq_spark.embedded.half_messages import HalfMessages
 from rocketmq_spark.embedded.locks import RebalanceLockManager
 from rocketmq_spark.embedded.long_poll import PullHoldService
 from rocketmq_spark.embedded.offsets import ConsumerOffsetManager
@@ -33,8 +37,12 @@ from rocketmq_spark.embedded.store import MessageStore, PutResult
 from rocketmq_spark.embedded.store.commitlog import DEFAULT_SEGMENT_SIZE
 from rocketmq_spark.embedded.store.message_store import MAX_TRANSFER_COUNT
 from rocketmq_spark.embedded.topics import TopicConfig, TopicManager
+from rocketmq_spark.embedded.transactions import (TRANSACTION_CHECK_INTERVAL_MS, TRANSACTION_CHECK_MAX,
+                                                  TRANSACTION_TIMEOUT_MS, TransactionCheckService,
+                                                  TransactionConfig)
 from rocketmq_spark.remoting.codes import (DELAY_LEVELS_MS, FLAG_ONEWAY, SCHEDULE_TOPIC, SERIALIZE_JSON,
-                                           SERVER_VERSION, MessageSysFlag, Perm, RequestCode, ResponseCode)
+                                           SERVER_VERSION, TRANS_HALF_TOPIC, MessageSysFlag, Perm, RequestCode,
+                                           ResponseCode)
 from rocketmq_spark.remoting.command import RemotingCommand
 from rocketmq_spark.remoting.message import PROP_DELAY, PROP_REAL_QID, PROP_REAL_TOPIC, HostPort, MessageExt
 from rocketmq_spark.tls import ServerTls
@@ -56,16 +64,28 @@ class Broker:
     ``offsets`` (ConsumerOffsetManager: ``query``, ``commit``, ``topics_of``),
     ``clients`` (ClientManager: ``group``, ``consumer_ids``), ``locks``
     (RebalanceLockManager: ``holder``), ``long_poll`` (``held_count``), ``schedule``
-    (``progress``), ``stats``; and ``create_topic``, ``put``, ``expire_clients``.
+    (``progress``), ``stats``, ``transaction_config``, ``half_messages`` (HalfMessages:
+    the half and op queues), ``transaction_checks`` (TransactionCheckService:
+    ``check_now``, ``rounds``, ``wait_rounds``); and ``create_topic``, ``put``,
+    ``expire_clients``.
+
+    ``transaction_timeout_ms``, ``transaction_check_interval_ms`` and
+    ``transaction_check_max`` are Apache's transactionTimeOut, transactionCheckInterval
+    and transactionCheckMax (defaults 6000 ms, 60000 ms, 15).
     """
 
     def __init__(self, name: str, data_dir: str | Path, *, host: str = "127.0.0.1",
                  advertised_host: str | None = None, port: int = 0, cluster: str = "DefaultCluster",
                  default_queues: int = 4, flush: str = "sync", clock: Clock | None = None,
                  segment_size: int = DEFAULT_SEGMENT_SIZE, acl_file: str | None = None,
-                 max_transfer_count: int = MAX_TRANSFER_COUNT, tls: ServerTls | None = None) -> None:
+                 max_transfer_count: int = MAX_TRANSFER_COUNT, tls: ServerTls | None = None,
+                 transaction_timeout_ms: int = TRANSACTION_TIMEOUT_MS,
+                 transaction_check_interval_ms: int = TRANSACTION_CHECK_INTERVAL_MS,
+                 transaction_check_max: int = TRANSACTION_CHECK_MAX) -> None:
         if flush not in ("sync", "async"):
             raise ValueError(f"flush must be 'sync' or 'async', not {flush!r}")
+        self.transaction_config = TransactionConfig(transaction_timeout_ms, transaction_check_interval_ms,
+                                                    transaction_check_max)
         self.name = name
         self.cluster = cluster
         self.host = host
@@ -106,6 +126,8 @@ class Broker:
         self.long_poll = PullHoldService(self._max_offset, name=f"{self.name}-long-poll")
         self.store: MessageStore = None  # type: ignore[assignment]  # opened in start()
         self.schedule: ScheduleService = None  # type: ignore[assignment]
+        self.half_messages: HalfMessages = None  # type: ignore[assignment]
+        self.transaction_checks: TransactionCheckService = None  # type: ignore[assignment]
         self._stop = threading.Event()
 
     @property
@@ -142,6 +164,11 @@ class Broker:
                                             self.root / "config" / "delayOffset.json", clock=self.clock,
                                             name=f"{self.name}-schedule")
             self.schedule.load()
+            self.half_messages = HalfMessages(self.store, lambda ms: self.put(ms, apply_delay=False), self.topics,
+                                              self.offsets)
+            self.transaction_checks = TransactionCheckService(
+                self.half_messages, self._ask_producer, clock=self.clock, config=self.transaction_config,
+                name=f"{self.name}-transaction-check")
             self.store.add_listener(self.long_poll.notify_arrival)
             self.store.add_listener(self.schedule.notify_arrival)
             write_json(meta_path, {"name": self.name, "cluster": self.cluster, "port": self.port})
@@ -153,6 +180,7 @@ class Broker:
         self.offsets.start()
         self.long_poll.start()
         self.schedule.start()
+        self.transaction_checks.start()
         self.server.start()
         self._housekeeper = threading.Thread(target=self._housekeeping, name=f"{self.name}-housekeeping",
                                              daemon=True)
@@ -169,6 +197,7 @@ class Broker:
         self.server.stop()
         self.long_poll.stop()
         self.schedule.stop()
+        self.transaction_checks.stop()
         self.offsets.close()
         self.store.close()
         if self._housekeeper is not None:
@@ -226,7 +255,9 @@ class Broker:
         except ValueError:
             return m
         tx = m.sys_flag & MessageSysFlag.TRANSACTION_MASK
-        if level <= 0 or m.topic == SCHEDULE_TOPIC or tx not in (0, 0x8):
+        # Half messages wait for their commit, which honours DELAY (Apache would delay the
+        # half message itself and lose its real topic; its Java producer drops DELAY).
+        if level <= 0 or m.topic in (SCHEDULE_TOPIC, TRANS_HALF_TOPIC) or tx not in (0, 0x8):
             return m
         props = dict(m.properties)
         if level > len(DELAY_LEVELS_MS):
@@ -242,16 +273,25 @@ class Broker:
         n = self.default_queues if queues is None else queues
         return self.topics.put(TopicConfig(topic, n, n, perm))
 
-    def notify_consumer_ids_changed(self, notice: tuple[str, list]) -> None:
+    def push(self, conn: Channel, code: int, ext: Mapping[str, str], body: bytes = b"") -> bool:
+        """A oneway request to a client (JSON, as a 4.9.8 broker frames it); False when
+        the connection is closed."""
+        with self._opaque_lock:
+            opaque = next(self._opaque)
+        return conn.send(RemotingCommand(code=code, opaque=opaque, flag=FLAG_ONEWAY, ext_fields=dict(ext),
+                                         body=body, language="JAVA", version=SERVER_VERSION,
+                                         serialize_type=SERIALIZE_JSON))
+
+    def notify_consumer_ids_changed(self, notice: Notice) -> None:
         """NOTIFY_CONSUMER_IDS_CHANGED (oneway, JSON) to every channel of the group."""
         group, channels = notice
         for channel in channels:
-            with self._opaque_lock:
-                opaque = next(self._opaque)
-            channel.conn.send(RemotingCommand(
-                code=RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, opaque=opaque, flag=FLAG_ONEWAY,
-                ext_fields={"consumerGroup": group}, language="JAVA", version=SERVER_VERSION,
-                serialize_type=SERIALIZE_JSON))
+            self.push(channel.conn, RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, {"consumerGroup": group})
+
+    def _ask_producer(self, group: str, ext: Mapping[str, str], body: bytes) -> bool:
+        """CHECK_TRANSACTION_STATE to one live connection of producer group ``group``."""
+        return any(self.push(ch.conn, RequestCode.CHECK_TRANSACTION_STATE, ext, body)
+                   for ch in self.clients.producers_in_turn(group))
 
     def expire_clients(self) -> list[Connection]:
         """Drop clients silent for 120 s (by the broker's clock) and close their

@@ -16,6 +16,8 @@ from pathlib import Path
 from rocketmq_spark.embedded.cluster import EmbeddedCluster
 from rocketmq_spark.embedded.store.message_store import MAX_TRANSFER_COUNT
 from rocketmq_spark.embedded.topics import validate_topic
+from rocketmq_spark.embedded.transactions import (TRANSACTION_CHECK_INTERVAL_MS, TRANSACTION_CHECK_MAX,
+                                                  TRANSACTION_TIMEOUT_MS)
 from rocketmq_spark.errors import ConfigError
 from rocketmq_spark.tls import ClientAuth, Mode, ServerTls
 
@@ -44,6 +46,12 @@ def _positive(text: str) -> int:
     return int(text)
 
 
+def _non_negative(text: str) -> int:
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
+    return int(text)
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="rocketmq-spark broker",
@@ -65,6 +73,17 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--max-transfer-count", type=_positive, default=MAX_TRANSFER_COUNT, metavar="N",
                    help="the most messages one pull returns (Apache's maxTransferCountOnMessageInMemory; "
                         f"default {MAX_TRANSFER_COUNT})")
+    txn = p.add_argument_group("transactional messages: when half messages are checked back "
+                               "(Apache's transactionTimeOut, transactionCheckInterval, transactionCheckMax)")
+    txn.add_argument("--transaction-timeout-ms", type=_non_negative, default=TRANSACTION_TIMEOUT_MS, metavar="MS",
+                     help="a half message not committed or rolled back this long is checked back with its "
+                          f"producer group (default {TRANSACTION_TIMEOUT_MS})")
+    txn.add_argument("--transaction-check-interval-ms", type=_positive, default=TRANSACTION_CHECK_INTERVAL_MS,
+                     metavar="MS", help=f"how often the brokers look for such messages (default "
+                                        f"{TRANSACTION_CHECK_INTERVAL_MS})")
+    txn.add_argument("--transaction-check-max", type=_non_negative, default=TRANSACTION_CHECK_MAX, metavar="N",
+                     help="check-backs before a half message is given up on and moved to "
+                          f"TRANS_CHECK_MAX_TIME_TOPIC (default {TRANSACTION_CHECK_MAX})")
     p.add_argument("--acl", metavar="FILE", default=None,
                    help="enforce this ACL file (Apache's plain_acl.yml format) on the brokers: requests "
                         "must be signed by a configured account with the needed permissions")
@@ -110,7 +129,10 @@ def main(argv: list[str] | None = None) -> int:
                                       namesrv_port=args.namesrv_port, host=args.host,
                                       default_queues=args.default_queues, topics=topics,
                                       flush=args.flush, acl_file=args.acl,
-                                      max_transfer_count=args.max_transfer_count, tls=tls)
+                                      max_transfer_count=args.max_transfer_count, tls=tls,
+                                      transaction_timeout_ms=args.transaction_timeout_ms,
+                                      transaction_check_interval_ms=args.transaction_check_interval_ms,
+                                      transaction_check_max=args.transaction_check_max)
             cluster.start()
         except (ConfigError, OSError, RuntimeError) as exc:
             print(f"rocketmq-spark broker: cannot start: {exc}", file=sys.stderr)

@@ -19,6 +19,7 @@ from typing import Protocol
 
 from rocketmq_spark.embedded.clock import Clock
 from rocketmq_spark.remoting.bodies import ConsumerData, SubscriptionData
+from rocketmq_spark.remoting.command import RemotingCommand
 
 CHANNEL_EXPIRED_MS = 120_000
 
@@ -26,6 +27,9 @@ CHANNEL_EXPIRED_MS = 120_000
 class Channel(Protocol):
     id: int
     remote_addr: str
+
+    def send(self, cmd: RemotingCommand) -> bool:
+        """Queue a frame for the client; False when the connection is closed."""
 
 
 @dataclass
@@ -64,6 +68,7 @@ class ClientManager:
         self._lock = threading.RLock()
         self._consumers: dict[str, ConsumerGroupInfo] = {}
         self._producers: dict[str, dict[int, ClientChannel]] = {}
+        self._producer_turn = 0
 
     # ------------------------------------------------------------ consumers
 
@@ -141,6 +146,22 @@ class ClientManager:
     def producer_groups(self) -> dict[str, list[str]]:
         with self._lock:
             return {g: [c.client_id for c in m.values()] for g, m in self._producers.items()}
+
+    def producer_channels(self, group: str) -> list[ClientChannel]:
+        """The group's connections in registration order (GET_PRODUCER_CONNECTION_LIST)."""
+        with self._lock:
+            return list(self._producers.get(group, {}).values())
+
+    def producers_in_turn(self, group: str) -> list[ClientChannel]:
+        """The group's connections, starting one further on each call (as
+        ``ProducerManager.getAvailableChannel`` spreads check-backs over a group)."""
+        with self._lock:
+            members = list(self._producers.get(group, {}).values())
+            self._producer_turn += 1
+            if not members:
+                return []
+            start = self._producer_turn % len(members)
+            return members[start:] + members[:start]
 
     # ------------------------------------------------------------ connections
 

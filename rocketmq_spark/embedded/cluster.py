@@ -10,7 +10,10 @@ port (free ports; a broker reuses its previous port when it is free) and storing
 ``<data_dir>/<broker name>/``. ``topics`` are created on every broker at start (existing
 ones keep their queue count unless it differs). With ``acl_file`` (Apache's
 ``plain_acl.yml``, see ``embedded.acl``) every broker checks the signature and the
-permissions of each request; the NameServer answers everyone.
+permissions of each request; the NameServer answers everyone. ``transaction_timeout_ms``,
+``transaction_check_interval_ms`` and ``transaction_check_max`` set every broker's
+check-backs of transactional messages (Apache's transactionTimeOut 6000 ms,
+transactionCheckInterval 60000 ms, transactionCheckMax 15 by default).
 """
 
 from __future__ import annotations
@@ -26,6 +29,8 @@ from rocketmq_spark.embedded.namesrv import NameServer
 from rocketmq_spark.embedded.store.commitlog import DEFAULT_SEGMENT_SIZE
 from rocketmq_spark.embedded.store.message_store import MAX_TRANSFER_COUNT
 from rocketmq_spark.embedded.topics import TopicConfig, validate_topic
+from rocketmq_spark.embedded.transactions import (TRANSACTION_CHECK_INTERVAL_MS, TRANSACTION_CHECK_MAX,
+                                                  TRANSACTION_TIMEOUT_MS, TransactionConfig)
 from rocketmq_spark.errors import ConfigError
 from rocketmq_spark.remoting.codes import Perm
 from rocketmq_spark.tls import ServerTls
@@ -45,7 +50,10 @@ class EmbeddedCluster:
                  host: str = "127.0.0.1", default_queues: int = 4, topics: dict[str, int] | None = None,
                  flush: str = "sync", acl_file: str | None = None, *, clock: Clock | None = None,
                  segment_size: int = DEFAULT_SEGMENT_SIZE, advertised_host: str | None = None,
-                 max_transfer_count: int = MAX_TRANSFER_COUNT, tls: ServerTls | None = None) -> None:
+                 max_transfer_count: int = MAX_TRANSFER_COUNT, tls: ServerTls | None = None,
+                 transaction_timeout_ms: int = TRANSACTION_TIMEOUT_MS,
+                 transaction_check_interval_ms: int = TRANSACTION_CHECK_INTERVAL_MS,
+                 transaction_check_max: int = TRANSACTION_CHECK_MAX) -> None:
         if brokers < 1:
             raise ConfigError(f"brokers must be at least 1, not {brokers}")
         if default_queues < 1:
@@ -58,6 +66,11 @@ class EmbeddedCluster:
                 raise ConfigError(f"topic {name!r}: {reason}")
             if queues < 1:
                 raise ConfigError(f"topic {name!r}: queue count must be at least 1, not {queues}")
+        try:
+            self.transaction_config = TransactionConfig(transaction_timeout_ms, transaction_check_interval_ms,
+                                                        transaction_check_max)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
         self.data_dir = Path(data_dir)
         self.host = host
         self.default_queues = default_queues
@@ -70,7 +83,10 @@ class EmbeddedCluster:
             broker_name(i): Broker(broker_name(i), self.data_dir, host=host, advertised_host=advertised_host,
                                    cluster=CLUSTER_NAME, default_queues=default_queues, flush=flush,
                                    clock=self.clock, segment_size=segment_size, acl_file=acl_file,
-                                   max_transfer_count=max_transfer_count, tls=tls)
+                                   max_transfer_count=max_transfer_count, tls=tls,
+                                   transaction_timeout_ms=transaction_timeout_ms,
+                                   transaction_check_interval_ms=transaction_check_interval_ms,
+                                   transaction_check_max=transaction_check_max)
             for i in range(brokers)}
         self.namesrv = NameServer(lambda: list(self.brokers.values()), host=host, port=namesrv_port,
                                   cluster=CLUSTER_NAME, advertised_host=advertised_host, tls=tls)

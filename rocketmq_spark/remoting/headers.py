@@ -260,6 +260,11 @@ class GetConsumerListRequestHeader(Header):
 
 
 @dataclass(frozen=True)
+class GetProducerConnectionListRequestHeader(Header):
+    producer_group: str
+
+
+@dataclass(frozen=True)
 class UnregisterClientRequestHeader(Header):
     client_id: str = key("clientID")
     producer_group: str | None = None

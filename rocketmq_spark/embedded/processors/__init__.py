@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Callable, Mapping, Optional, TypeVar
 
-from rocketmq_spark.embedded.processors import admin, consumer, pull, send
+from rocketmq_spark.embedded.processors import admin, consumer, pull, send, transaction
 from rocketmq_spark.embedded.processors.base import BrokerContext, Call, Handler, Refuse, Served
 from rocketmq_spark.embedded.store import StoreError
 from rocketmq_spark.errors import RemoteProtocolError
@@ -50,6 +50,8 @@ HANDLERS: dict[int, Handler] = {
     R.GET_TOPIC_STATS_INFO: admin.handle_topic_stats,
     R.GET_CONSUMER_CONNECTION_LIST: admin.handle_consumer_connections,
     R.GET_CONSUME_STATS: admin.handle_consume_stats,
+    R.GET_PRODUCER_CONNECTION_LIST: admin.handle_producer_connections,
+    R.END_TRANSACTION: transaction.handle_end_transaction,
 }
 
 

@@ -1,4 +1,4 @@
-"""Queue metadata (29-33) and admin requests (17, 21, 28, 202, 203, 208), as 4.9.8 answers.
+"""Queue metadata (29-33) and admin requests (17, 21, 28, 202, 203, 204, 208), as 4.9.8 answers.
 
 Bodies with non-string map keys are written the fastjson way (bare MessageQueue objects
 as keys, section 4.2), because that is what the 4.9.8 broker sends.
@@ -18,8 +18,8 @@ from rocketmq_spark.remoting.bodies import ConsumeStats, OffsetWrapper, dumps
 from rocketmq_spark.remoting.codes import SERVER_VERSION, ResponseCode
 from rocketmq_spark.remoting.command import RemotingCommand
 from rocketmq_spark.remoting.headers import (CreateTopicRequestHeader, GetConsumeStatsRequestHeader,
-                                             GetConsumerListRequestHeader, QueueRequestHeader,
-                                             SearchOffsetRequestHeader, TopicRequestHeader,
+                                             GetConsumerListRequestHeader, GetProducerConnectionListRequestHeader,
+                                             QueueRequestHeader, SearchOffsetRequestHeader, TopicRequestHeader,
                                              ViewMessageRequestHeader)
 from rocketmq_spark.remoting.route import MessageQueue
 
@@ -110,6 +110,16 @@ def handle_consumer_connections(broker: BrokerContext, call: Call) -> RemotingCo
         "consumeFromWhere": info.consume_from_where, "consumeType": info.consume_type,
         "messageModel": info.message_model,
         "subscriptionTable": {t: s.to_json() for t, s in info.subscriptions.items()}}
+    return call.answer(ResponseCode.SUCCESS, body=dumps(body))
+
+
+def handle_producer_connections(broker: BrokerContext, call: Call) -> RemotingCommand:
+    h = GetProducerConnectionListRequestHeader.from_ext(call.ext)
+    channels = broker.clients.producer_channels(h.producer_group)
+    if not channels:
+        raise Refuse(ResponseCode.SYSTEM_ERROR, f"the producer group[{h.producer_group}] not exist")
+    body = {"connectionSet": [{"clientAddr": ch.conn.remote_addr, "clientId": ch.client_id,
+                               "language": ch.language, "version": ch.version} for ch in channels]}
     return call.answer(ResponseCode.SUCCESS, body=dumps(body))
 
 

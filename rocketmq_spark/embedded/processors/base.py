@@ -25,6 +25,7 @@ if TYPE_CHECKING:  # types only; none of these modules imports the processors
     from rocketmq_spark.embedded.clients import ClientManager, Notice
     from rocketmq_spark.embedded.clock import Clock
     from rocketmq_spark.embedded.groups import SubscriptionGroupManager
+    from rocketmq_spark.embedded.half_messages import HalfMessages
     from rocketmq_spark.embedded.locks import RebalanceLockManager
     from rocketmq_spark.embedded.long_poll import PullHoldService
     from rocketmq_spark.embedded.offsets import ConsumerOffsetManager
@@ -129,6 +130,9 @@ class BrokerContext(Served, Protocol):
 
     @property
     def schedule(self) -> ScheduleService: ...
+
+    @property
+    def half_messages(self) -> HalfMessages: ...
 
     @property
     def stats(self) -> BrokerStats: ...

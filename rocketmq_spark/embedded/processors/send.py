@@ -4,9 +4,15 @@ The three codes share one path (``SendMessageProcessor`` of 4.9.8): V1 or V2 hea
 "batch" decided by the batch flag (``true`` or the C++ client's ``1``), never by the
 code. Checks in Apache's order: topic name, forbidden topics, auto-creation from the
 template topic, queue id; then retry/DLQ routing for ``%RETRY%`` topics, UNIQ_KEY and
-CLUSTER added, WAIT left out of the stored properties (delayed messages keep it), sizes.
-The answer is sent once the commit log is fsynced (group commit) unless the broker
-flushes asynchronously or the message says ``WAIT=false``.
+CLUSTER added, WAIT left out of the stored properties (delayed and half messages keep
+it), sizes. The answer is sent once the commit log is fsynced (group commit) unless the
+broker flushes asynchronously or the message says ``WAIT=false``.
+
+A single send with ``TRAN_MSG=true`` is a half message (``half_messages.to_half``): the
+answer's queueOffset is its offset in RMQ_SYS_TRANS_HALF_TOPIC queue 0. The sysFlag does
+not decide: with PREPARED (4) and no TRAN_MSG the message is stored unindexed (queue
+offset 0, never visible), as 4.9.8 does. A batch with transaction bits in its sysFlag is
+MESSAGE_ILLEGAL; TRAN_MSG in a batch's properties changes nothing.
 """
 
 from __future__ import annotations
@@ -19,8 +25,10 @@ import time
 import zlib
 from datetime import datetime
 
+from rocketmq_spark.embedded.half_messages import is_transactional, to_half
 from rocketmq_spark.embedded.processors.base import FAQ, BrokerContext, Call, Refuse
 from rocketmq_spark.embedded.store import PutResult, StoreError
+from rocketmq_spark.embedded.store.message_store import MESSAGE_ILLEGAL_REMARK
 from rocketmq_spark.embedded.topics import NOT_ALLOWED_SEND, validate_topic
 from rocketmq_spark.errors import RemoteProtocolError
 from rocketmq_spark.remoting.codes import (DLQ_PREFIX, RETRY_PREFIX, MessageSysFlag, RequestCode,
@@ -121,13 +129,13 @@ def _single(broker: BrokerContext, call: Call, h: SendMessageRequestHeader,
     topic, reconsume = h.topic, h.reconsume_times or 0
     if topic.startswith(RETRY_PREFIX):
         topic, queue_id = _retry_or_dlq(broker, call, h, props, queue_id)
-    delayed = _delay_level(props) > 0
-    if not delayed:
+    half = is_transactional(props)
+    if not (half or _delay_level(props) > 0):
         props.pop(PROP_WAIT, None)  # 4.9.8 stores a normal send without WAIT
     msg = MessageExt(topic=topic, body=call.cmd.body, queue_id=queue_id, flag=h.flag,
                      sys_flag=h.sys_flag, born_timestamp=h.born_timestamp, born_host=call.conn.remote,
                      reconsume_times=reconsume, properties=props)
-    return [msg], wait
+    return [to_half(msg) if half else msg], wait
 
 
 def _delay_level(props: dict[str, str]) -> int:
@@ -159,6 +167,8 @@ def _batch(broker: BrokerContext, call: Call, h: SendMessageRequestHeader,
         raise refuse(ResponseCode.MESSAGE_ILLEGAL, f"message topic length too long {len(h.topic)}")
     if h.topic.startswith(RETRY_PREFIX):
         raise refuse(ResponseCode.MESSAGE_ILLEGAL, f"batch request does not support retry group {h.topic}")
+    if h.sys_flag & MessageSysFlag.TRANSACTION_MASK:  # CommitLog.putMessages: no transactional batches
+        raise refuse(ResponseCode.MESSAGE_ILLEGAL, MESSAGE_ILLEGAL_REMARK)
     body = call.cmd.body
     sys_flag = h.sys_flag
     if sys_flag & MessageSysFlag.COMPRESSED:  # the C++ client compresses a whole batch

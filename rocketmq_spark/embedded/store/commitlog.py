@@ -59,6 +59,7 @@ class RecordInfo:
     queue_offset: int
     store_timestamp: int
     tags: str | None
+    sys_flag: int = 0
 
 
 def parse_record(buf: bytes | memoryview, pos: int, base: int) -> RecordInfo:
@@ -101,7 +102,7 @@ def parse_record(buf: bytes | memoryview, pos: int, base: int) -> RecordInfo:
     except (struct.error, IndexError, UnicodeDecodeError) as exc:
         raise BadRecord(f"malformed record: {exc}") from None
     tags = decode_properties(props).get("TAGS") if "TAGS\x01" in props else None
-    return RecordInfo(phys, size, topic, queue_id, queue_offset, store_ts, tags)
+    return RecordInfo(phys, size, topic, queue_id, queue_offset, store_ts, tags, sys_flag)
 
 
 class _Segment:

@@ -14,6 +14,11 @@ queue is rebuilt from it, repaired on disk where it disagrees.
 
 Entries of ``SCHEDULE_TOPIC_XXXX`` carry the delivery time in their tag code (as in
 Apache), so the delay timer needs no message reads to know what is due.
+
+A message whose sysFlag says transaction PREPARED or ROLLBACK goes to the commit log only,
+with queue offset 0, and never into a consume queue (Apache's dispatcher skips them): a
+send with sysFlag 4 but no TRAN_MSG property is answered and then invisible, as in 4.9.8.
+Half messages are stored with those bits cleared, in RMQ_SYS_TRANS_HALF_TOPIC.
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ from rocketmq_spark.embedded.clock import Clock
 from rocketmq_spark.embedded.store.commitlog import (DEFAULT_SEGMENT_SIZE, CommitLog,
                                                      DurableCallback, RecordInfo)
 from rocketmq_spark.embedded.store.consumequeue import ConsumeQueue
-from rocketmq_spark.remoting.codes import DELAY_LEVELS_MS, SCHEDULE_TOPIC
+from rocketmq_spark.remoting.codes import DELAY_LEVELS_MS, SCHEDULE_TOPIC, MessageSysFlag
 from rocketmq_spark.remoting.message import (HostPort, MessageExt, encode_message, encode_properties,
                                              offset_msg_id, tags_code)
 
@@ -45,6 +50,13 @@ MAX_TRANSFER_BYTES = 256 * 1024          # maxTransferBytesOnMessageInMemory
 MAX_FILTER_BYTES = 16000                 # maxFilterMessageSize (bytes of consume queue)
 
 ArrivalListener = Callable[[str, int, int, Sequence[int]], None]
+# Transaction types kept out of the consume queues (CommitLogDispatcherBuildConsumeQueue).
+NOT_INDEXED = frozenset({MessageSysFlag.TRANSACTION_PREPARED_TYPE, MessageSysFlag.TRANSACTION_ROLLBACK_TYPE})
+
+
+def indexed(sys_flag: int) -> bool:
+    """Whether a record with ``sys_flag`` gets a consume-queue entry."""
+    return (sys_flag & MessageSysFlag.TRANSACTION_MASK) not in NOT_INDEXED
 
 
 class GetStatus(Enum):
@@ -150,6 +162,9 @@ class MessageStore:
 
         def on_record(info: RecordInfo) -> None:
             nonlocal last_ts
+            last_ts = max(last_ts, info.store_timestamp)
+            if not indexed(info.sys_flag):
+                return
             key = (info.topic, info.queue_id)
             r = rebuilt.get(key)
             if r is None:
@@ -161,7 +176,6 @@ class MessageStore:
             r.entries.append((info.phys, info.size,
                               self._tag_code(info.topic, info.queue_id, info.tags, info.store_timestamp)))
             r.times.append(info.store_timestamp)
-            last_ts = max(last_ts, info.store_timestamp)
 
         self.commitlog.recover(on_record)
         self._last_ts = last_ts
@@ -214,6 +228,13 @@ class MessageStore:
         with self._lock:
             now = self._last_ts = max(self.clock.now_ms(), self._last_ts)
             for m in messages:
+                if not indexed(m.sys_flag):  # commit log only, queue offset 0
+                    record = bytearray(encode_message(replace(
+                        m, queue_offset=0, commit_log_offset=0, store_timestamp=now, store_host=self.store_host)))
+                    phys = self.commitlog.append(record)
+                    stored.append(Stored(m.topic, m.queue_id, 0, phys, len(record),
+                                         offset_msg_id(self.store_host, phys)))
+                    continue
                 cq = self._queue(m.topic, m.queue_id)
                 record = bytearray(encode_message(replace(
                     m, queue_offset=cq.max_offset, commit_log_offset=0, store_timestamp=now,
@@ -378,7 +399,7 @@ class MessageStore:
             return self.commitlog.delete_segments_before(commit_log_offset)
 
 
-_ILLEGAL = ("the message is illegal, maybe msg body or properties length not matched. "
+MESSAGE_ILLEGAL_REMARK = ("the message is illegal, maybe msg body or properties length not matched. "
             "msg body length limit 4194304B, msg properties length limit 32KB.")
 
 
@@ -398,4 +419,4 @@ def check_sizes(messages: Iterable[MessageExt]) -> None:
             raise StoreError(1, f"born_timestamp {m.born_timestamp} does not fit the stored record")
         if len(m.body) > MAX_MESSAGE_SIZE or \
                 len(encode_properties(m.properties).encode("utf-8")) > MAX_PROPERTIES_SIZE:
-            raise StoreError(13, _ILLEGAL)
+            raise StoreError(13, MESSAGE_ILLEGAL_REMARK)
