@@ -2,9 +2,11 @@
 
 How it works. ``SendPipeline.add(message, key, ref)`` puts a message in its queue's batch (a
 sharding key picks the queue with ``sharding.select_queue``, no key goes round robin over
-the topic's send queues); a batch goes out as SEND_BATCH_MESSAGE once it holds
-``batch_size`` messages or ``batch_bytes`` bytes (a single message as SEND_MESSAGE_V2;
-delayed messages alone, brokers refuse delays in batches). Up to ``depth`` requests are in
+the topic's send queues, a batch at a time); a batch goes out as SEND_BATCH_MESSAGE once
+it holds ``batch_size`` messages or ``batch_bytes`` bytes (a single message as
+SEND_MESSAGE_V2; delayed messages and %RETRY%/%DLQ% topics alone: brokers refuse them in
+batches). A request without a key that a broker refuses with a retriable code is sent once
+more to another broker's queue (never after a timeout: it may have been stored). Up to ``depth`` requests are in
 flight at once; a queue whose order matters (``ordered``: every queue a sharding key chose)
 has one in flight at a time, because a broker may handle the requests of one connection in
 parallel (5.x does), and a message's position in its queue is the order consumers see.
@@ -18,7 +20,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable, Hashable, Protocol, Sequence
 
-from rocketmq_spark.errors import RocketMQError
+from rocketmq_spark.errors import BrokerError, RequestTimeout, RocketMQError
+from rocketmq_spark.remoting.codes import DLQ_PREFIX, RETRY_PREFIX
 from rocketmq_spark.remoting.route import MessageQueue
 from rocketmq_spark.sharding import select_queue
 from rocketmq_spark.structs import Message, SendResult
@@ -40,8 +43,14 @@ class Failure:
     error: str
 
 
+class NotStored(RocketMQError):
+    """The broker answered, but not SEND_OK (FLUSH_DISK_TIMEOUT, SLAVE_NOT_AVAILABLE, ...)."""
+
+
 class PipelineFailed(RocketMQError):
-    def __init__(self, failures: Sequence[Failure], acknowledged: int) -> None:
+    def __init__(self, failures: Sequence[Failure], acknowledged: int,
+                 errors: Sequence[RocketMQError] = ()) -> None:
+        self.errors = tuple(errors)
         self.failures = tuple(failures)
         self.acknowledged = acknowledged
         first = failures[0]
@@ -49,6 +58,11 @@ class PipelineFailed(RocketMQError):
                          f"failed ({acknowledged} acknowledged); first: {_span(first.refs)} to "
                          f"{first.queue.topic}/{first.queue.broker_name}/{first.queue.queue_id}: "
                          f"{first.error}")
+
+
+    def cause(self) -> RocketMQError:
+        """The first failed request's own error (a BrokerError keeps its code), else this."""
+        return self.errors[0] if self.errors else self
 
 
 def _span(refs: Sequence[Hashable]) -> str:
@@ -79,32 +93,35 @@ class SendPipeline:
         self._lanes: dict[MessageQueue, _Lane] = {}
         self._pending: deque[tuple[_Lane, list[Hashable], Any, int]] = deque()
         self.failures: list[Failure] = []
+        self.errors: list[RocketMQError] = []
         self.acknowledged = 0
         self.requests = 0
 
-    def _queue_for(self, topic: str, key: str | None) -> MessageQueue:
+    def _topic_queues(self, topic: str) -> list[MessageQueue]:
         queues = self._queues.get(topic)
         if queues is None:
             queues = self._queues[topic] = self.client.send_queues(topic)
+        return queues
+
+    def _queue_for(self, topic: str, key: str | None) -> MessageQueue:
+        queues = self._topic_queues(topic)
         if key:
             return select_queue(key, queues)
-        n = self._turn.get(topic, 0)
-        self._turn[topic] = n + 1
-        return queues[n % len(queues)]
+        return queues[self._turn.get(topic, 0) % len(queues)]   # moves on once its batch went
 
     def add(self, message: Message, key: str | None = None, ref: Hashable = None) -> None:
         """Queue ``message`` for sending. After a request failed nothing more is sent: the
         requests in flight are answered and PipelineFailed raised."""
         if self.failures:
             self.flush_in_flight()
-            raise PipelineFailed(self.failures, self.acknowledged)
+            raise PipelineFailed(self.failures, self.acknowledged, self.errors)
         queue = self._queue_for(message.topic, key)
         lane = self._lanes.get(queue)
         if lane is None:
             lane = self._lanes[queue] = _Lane(queue)
         lane.ordered = lane.ordered or bool(key)
         size = len(message.body) + 64 + sum(len(k) + len(v) for k, v in message.properties.items())
-        if message.delay_level > 0:
+        if message.delay_level > 0 or message.topic.startswith((RETRY_PREFIX, DLQ_PREFIX)):
             self._flush(lane)
             lane.batch, lane.refs, lane.size = [message], [ref], size
             self._flush(lane)
@@ -122,34 +139,58 @@ class SendPipeline:
             return
         batch, refs = lane.batch, lane.refs
         lane.batch, lane.refs, lane.size = [], [], 0
+        if not lane.ordered:                      # the next unkeyed batch of the topic goes elsewhere
+            self._turn[lane.queue.topic] = self._turn.get(lane.queue.topic, 0) + 1
         while len(self._pending) >= self.depth or (lane.ordered and lane.in_flight >= 1):
             self._settle()
         if self.failures:               # nothing is sent after a failure (order, and the report)
             return
-        if len(batch) == 1:
-            call = self.client.send_async(batch[0], queue=lane.queue, producer_group=self.group)
-        else:
-            call = self.client.send_batch_async(batch, queue=lane.queue, producer_group=self.group)
         lane.in_flight += 1
         self.requests += 1
-        self._pending.append((lane, refs, call, len(batch)))
+        self._pending.append((lane, refs, self._submit(batch, lane.queue), batch))
+
+    def _submit(self, batch: list[Message], queue: MessageQueue) -> Any:
+        if len(batch) == 1:
+            return self.client.send_async(batch[0], queue=queue, producer_group=self.group)
+        return self.client.send_batch_async(batch, queue=queue, producer_group=self.group)
 
     def _settle(self) -> None:
-        lane, refs, call, n = self._pending.popleft()
+        lane, refs, call, batch = self._pending.popleft()
         lane.in_flight -= 1
+        n = len(batch)
         try:
             result = call.result()
         except RocketMQError as exc:
-            self.failures.append(Failure(tuple(refs), lane.queue, str(exc)))
-            return
+            other = self._elsewhere(lane, exc)
+            if other is None:
+                self._fail(Failure(tuple(refs), lane.queue, str(exc)), exc)
+                return
+            try:                               # once more, elsewhere, waiting for the answer
+                result = self._submit(batch, other).result()
+            except RocketMQError as again:
+                self._fail(Failure(tuple(refs), other, f"{exc}; then on {other.broker_name}: {again}"), again)
+                return
         if result.status != SEND_OK:
-            self.failures.append(Failure(tuple(refs), lane.queue,
-                                         f"stored at offset {result.queue_offset} with status "
-                                         f"{result.status}, not {SEND_OK}"))
+            text = (f"the broker stored the message(s) in {result.queue.topic}/{result.queue.broker_name}/"
+                    f"{result.queue.queue_id} at offset {result.queue_offset} with status "
+                    f"{result.status}, not {SEND_OK}")
+            self._fail(Failure(tuple(refs), lane.queue, text), NotStored(text))
             return
         self.acknowledged += n
         if self.on_result is not None:
             self.on_result(refs, result)
+
+    def _fail(self, failure: Failure, error: RocketMQError) -> None:
+        self.failures.append(failure)
+        self.errors.append(error)
+
+    def _elsewhere(self, lane: _Lane, exc: RocketMQError) -> MessageQueue | None:
+        """Another broker's queue for a refused request without a key, when a retry can help."""
+        if lane.ordered or isinstance(exc, RequestTimeout) or not isinstance(exc, BrokerError) \
+                or not exc.retriable:
+            return None
+        others = [q for q in self._topic_queues(lane.queue.topic) if q.broker_name != lane.queue.broker_name]
+        return others[0] if others else None
 
     def flush_in_flight(self) -> None:
         while self._pending:
@@ -167,5 +208,5 @@ class SendPipeline:
         """``flush``; the number of messages acknowledged, or PipelineFailed."""
         self.flush()
         if self.failures:
-            raise PipelineFailed(self.failures, self.acknowledged)
+            raise PipelineFailed(self.failures, self.acknowledged, self.errors)
         return self.acknowledged

@@ -21,7 +21,9 @@ from collections import deque
 from dataclasses import replace
 from typing import Any, Protocol, Sequence
 
-from rocketmq_spark.remoting.codes import DLQ_PREFIX, RETRY_PREFIX, TransactionState
+from rocketmq_spark.client.pipeline import PipelineFailed, SendPipeline
+from rocketmq_spark.client.pipeline import Sender as Sender
+from rocketmq_spark.remoting.codes import TransactionState
 from rocketmq_spark.remoting.message import PROP_SHARDING_KEY
 from rocketmq_spark.remoting.route import MessageQueue
 from rocketmq_spark.sharding import select_queue
@@ -35,22 +37,7 @@ MAX_BATCH_BYTES = 1 << 20
 
 
 HALF_DEPTH = 64
-
-
-class Sender(Protocol):
-    def send_queues(self, topic: str) -> list[MessageQueue]: ...
-    def send(self, message: Message, *, queue: MessageQueue | None = None,
-             producer_group: str = ..., timeout: float | None = None) -> SendResult: ...
-    def send_batch(self, messages: Sequence[Message], *, queue: MessageQueue | None = None,
-                   producer_group: str = ...) -> SendResult: ...
-
-
-def _batchable(m: Message) -> bool:
-    return m.delay_level <= 0 and not m.topic.startswith((RETRY_PREFIX, DLQ_PREFIX))
-
-
-def _size(m: Message) -> int:
-    return len(m.body) + sum(len(k) + len(v) for k, v in m.properties.items()) + 64
+SEND_DEPTH = 8
 
 
 def explode(result: SendResult, n: int) -> list[SendResult]:
@@ -63,48 +50,27 @@ def explode(result: SendResult, n: int) -> list[SendResult]:
 
 
 def send_all(client: Sender, items: Sequence[Outgoing], producer_group: str, *,
-             max_batch_messages: int = MAX_BATCH_MESSAGES,
-             max_batch_bytes: int = MAX_BATCH_BYTES) -> list[SendResult]:
-    routes: dict[str, list[MessageQueue]] = {}
-    # destination -> indexes in request order; destination = (topic, queue or None)
-    lanes: dict[tuple[str, MessageQueue | None], list[int]] = {}
-    messages: list[Message] = []
-    for i, item in enumerate(items):
-        msg, queue = item.message, None
-        if item.sharding_key:
-            if item.message.topic not in routes:
-                routes[msg.topic] = client.send_queues(msg.topic)
-            queue = select_queue(item.sharding_key, routes[msg.topic])
-            msg = replace(msg, properties={**msg.properties, PROP_SHARDING_KEY: item.sharding_key})
-        messages.append(msg)
-        lanes.setdefault((msg.topic, queue), []).append(i)
-
+             max_batch_messages: int = MAX_BATCH_MESSAGES, max_batch_bytes: int = MAX_BATCH_BYTES,
+             depth: int = SEND_DEPTH) -> list[SendResult]:
+    """Every message acknowledged, results in request order; PipelineFailed (a RocketMQError
+    naming the broker's code) when any request failed."""
     results: list[SendResult | None] = [None] * len(items)
 
-    def flush(run: list[int], queue: MessageQueue | None) -> None:
-        if len(run) == 1:
-            results[run[0]] = client.send(messages[run[0]], queue=queue, producer_group=producer_group)
-        elif run:
-            r = client.send_batch([messages[i] for i in run], queue=queue, producer_group=producer_group)
-            for i, one in zip(run, explode(r, len(run))):
-                results[i] = one
+    def record(refs: Sequence[Any], result: SendResult) -> None:
+        for i, one in zip(refs, explode(result, len(refs))):
+            results[i] = one
 
-    for (_topic, queue), idxs in lanes.items():
-        run: list[int] = []
-        size = 0
-        for i in idxs:
-            m = messages[i]
-            if not _batchable(m):
-                flush(run, queue)
-                run, size = [], 0
-                flush([i], queue)
-                continue
-            if run and (len(run) >= max_batch_messages or size + _size(m) > max_batch_bytes):
-                flush(run, queue)
-                run, size = [], 0
-            run.append(i)
-            size += _size(m)
-        flush(run, queue)
+    pipe = SendPipeline(client, producer_group=producer_group, batch_size=max_batch_messages,
+                        batch_bytes=max_batch_bytes, depth=depth, on_result=record)
+    for i, item in enumerate(items):
+        msg = item.message
+        if item.sharding_key:
+            msg = replace(msg, properties={**msg.properties, PROP_SHARDING_KEY: item.sharding_key})
+        pipe.add(msg, item.sharding_key, i)
+    try:
+        pipe.close()
+    except PipelineFailed as exc:
+        raise exc.cause() from None
     return [r for r in results if r is not None]
 
 

@@ -145,6 +145,23 @@ class FakeSender:
         self.calls.append(("batch", queue, len(messages)))
         return self._store(messages, queue)
 
+    # the pipelined calls: stored when sent (a broker handles one connection's requests in order)
+    def send_async(self, message: Message, *, queue: MessageQueue, producer_group: str = "",
+                   **kw: object) -> "Done":
+        return Done(self.send(message, queue=queue))
+
+    def send_batch_async(self, messages: Sequence[Message], *, queue: MessageQueue,
+                         producer_group: str = "") -> "Done":
+        return Done(self.send_batch(messages, queue=queue))
+
+
+class Done:
+    def __init__(self, result: SendResult) -> None:
+        self._result = result
+
+    def result(self) -> SendResult:
+        return self._result
+
 
 def rows(bodies: Iterable[bytes], spec: PullSpec) -> list[int]:
     """The queue offsets of the rows the sidecar streams from ``read_range``'s bodies."""
