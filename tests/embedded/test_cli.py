@@ -14,7 +14,7 @@ from rocketmq_spark.embedded.cli import main, parser
 from rocketmq_spark.remoting.codes import RequestCode
 from rocketmq_spark.remoting.route import decode_route
 from tests.embedded.test_durability import ROOT, start_broker
-from tests.embedded.wire import Wire, req
+from tests.embedded.wire import Wire, max_offset, req, send_msg, wait_for
 
 
 def test_help_lists_the_options(capsys: pytest.CaptureFixture[str]) -> None:
@@ -23,8 +23,11 @@ def test_help_lists_the_options(capsys: pytest.CaptureFixture[str]) -> None:
     assert exc.value.code == 0
     out = capsys.readouterr().out
     for option in ("--brokers", "--data-dir", "--namesrv-port", "--host", "--topic", "--default-queues",
-                   "--flush", "--acl"):
+                   "--flush", "--acl", "--transaction-timeout-ms", "--transaction-check-interval-ms",
+                   "--transaction-check-max"):
         assert option in out
+    for apache_name in ("transactionTimeOut", "transactionCheckInterval", "transactionCheckMax"):
+        assert apache_name in out
 
 
 @pytest.mark.parametrize("argv,needle", [
@@ -33,6 +36,9 @@ def test_help_lists_the_options(capsys: pytest.CaptureFixture[str]) -> None:
     (["--brokers", "0"], "positive"),
     (["--flush", "maybe"], "invalid choice"),
     (["--namesrv-port", "70000"], "bad port"),
+    (["--transaction-check-interval-ms", "0"], "positive"),
+    (["--transaction-timeout-ms", "-5"], "integer >= 0"),
+    (["--transaction-check-max", "many"], "integer >= 0"),
 ])
 def test_bad_options_are_named(capsys: pytest.CaptureFixture[str], argv: list[str], needle: str) -> None:
     with pytest.raises(SystemExit) as exc:
@@ -44,6 +50,26 @@ def test_defaults() -> None:
     args = parser().parse_args([])
     assert (args.brokers, args.data_dir, args.namesrv_port, args.host, args.flush, args.default_queues) == \
         (1, "./data/rocketmq", 9876, "127.0.0.1", "sync", 4)
+    assert (args.transaction_timeout_ms, args.transaction_check_interval_ms, args.transaction_check_max) == \
+        (6000, 60000, 15)  # Apache's defaults
+
+
+def test_transaction_settings_reach_the_brokers(tmp_path: Path) -> None:
+    proc, ns = start_broker(tmp_path / "d", tmp_path / "log", "--transaction-timeout-ms", "100",
+                            "--transaction-check-interval-ms", "200", "--transaction-check-max", "0",
+                            "--topic", "tx:1")
+    try:
+        with Wire(ns) as w:
+            addr = decode_route(w.request(req(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "tx"})).body) \
+                .master_addr("broker-a")
+        assert addr
+        with Wire(addr) as w:  # with transactionCheckMax 0 a half message is given up on in the second round
+            ans = send_msg(w, "tx", b"half", props={"TRAN_MSG": "true", "PGROUP": "pg"}, sys_flag=4)
+            assert ans.code == 0
+            assert wait_for(lambda: max_offset(w, "TRANS_CHECK_MAX_TIME_TOPIC", 0) == 1, 10)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(20) == 0
 
 
 def test_topics_and_brokers_from_the_command_line(tmp_path: Path) -> None:
