@@ -147,10 +147,13 @@ class ClientManager:
         with self._lock:
             return {g: [c.client_id for c in m.values()] for g, m in self._producers.items()}
 
-    def producer_channels(self, group: str) -> list[ClientChannel]:
-        """The group's connections in registration order (GET_PRODUCER_CONNECTION_LIST)."""
+    def producer_channels(self, group: str) -> list[ClientChannel] | None:
+        """The group's connections in registration order (GET_PRODUCER_CONNECTION_LIST);
+        None for a group never registered, or unregistered by its last client (a group
+        whose connections closed or expired stays, empty, as in ``ProducerManager``)."""
         with self._lock:
-            return list(self._producers.get(group, {}).values())
+            members = self._producers.get(group)
+            return None if members is None else list(members.values())
 
     def producers_in_turn(self, group: str) -> list[ClientChannel]:
         """The group's connections, starting one further on each call (as
@@ -167,9 +170,8 @@ class ClientManager:
 
     def connection_closed(self, conn_id: int) -> list[Notice]:
         with self._lock:
-            for members in self._producers.values():
+            for members in self._producers.values():  # an emptied producer group stays known (4.9.8)
                 members.pop(conn_id, None)
-            self._producers = {g: m for g, m in self._producers.items() if m}
             notices = []
             for info in list(self._consumers.values()):
                 if conn_id in info.channels:

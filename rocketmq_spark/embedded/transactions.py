@@ -310,9 +310,9 @@ class TransactionCheckService(ServiceThread):
         """``sendCheckMessage``: ask a producer of the message's group about ``copy``."""
         props = {**msg.properties, PROP_WAIT: "false"}
         uniq = props.get(PROP_UNIQ_KEY)
-        ext = {"commitLogOffset": str(copy.commit_log_offset), "msgId": uniq,
-               "tranStateTableOffset": str(copy.queue_offset), "offsetMsgId": copy.msg_id, "transactionId": uniq}
-        ext = {k: v for k, v in ext.items() if v is not None}
+        fields = {"commitLogOffset": str(copy.commit_log_offset), "msgId": uniq,
+                  "tranStateTableOffset": str(copy.queue_offset), "offsetMsgId": copy.msg_id, "transactionId": uniq}
+        ext = {k: v for k, v in fields.items() if v is not None}  # Java leaves null fields out
         group = props.get(PROP_PRODUCER_GROUP)
         try:
             body = replace(msg, topic=props[PROP_REAL_TOPIC], queue_id=int(props[PROP_REAL_QID]),

@@ -40,16 +40,12 @@ def send_half(w: Wire, body: bytes, *, born: int, group: str = GROUP, topic: str
     return parse_offset_msg_id(ans.ext["msgId"])[1], int(ans.ext["queueOffset"]), ans.ext["msgId"]
 
 
-def end(w: Wire, clo: int, half_offset: int, state: int, *, group: str = GROUP, oneway: bool = False,
-        from_check: bool = False) -> RemotingCommand | None:
-    cmd = req(RequestCode.END_TRANSACTION, {"producerGroup": group, "tranStateTableOffset": half_offset,
-                                            "commitLogOffset": clo, "commitOrRollback": state, "msgId": "x",
-                                            "fromTransactionCheck": str(from_check).lower()}, flag=2 if oneway else 0)
-    if oneway:
-        w.send(cmd)
-        probe(w)
-        return None
-    return w.request(cmd)
+def end(w: Wire, clo: int, half_offset: int, state: int, *, group: str = GROUP,
+        from_check: bool = False) -> RemotingCommand:
+    """END_TRANSACTION as a normal request (the Java producer sends it oneway)."""
+    return w.request(req(RequestCode.END_TRANSACTION, {
+        "producerGroup": group, "tranStateTableOffset": half_offset, "commitLogOffset": clo,
+        "commitOrRollback": state, "msgId": "x", "fromTransactionCheck": str(from_check).lower()}))
 
 
 @pytest.fixture()
@@ -128,8 +124,25 @@ def test_no_live_producer_no_check_back_but_the_count_grows(txc: EmbeddedCluster
         assert checks_of(w) == []
         moved = messages(pull(w, "g", TRANS_CHECK_MAX_TIME_TOPIC, 0, 0))
         assert [(m.body, m.properties["TRANSACTION_CHECK_TIMES"]) for m in moved] == [(b"orphan", "3")]
+        # The group is still known, with no connection; a group nobody registered is not.
         ans = w.request(req(RequestCode.GET_PRODUCER_CONNECTION_LIST, {"producerGroup": GROUP}))
-        assert (ans.code, ans.remark) == (ResponseCode.SYSTEM_ERROR, f"the producer group[{GROUP}] not exist")
+        assert (ans.code, ans.body) == (0, b'{"connectionSet":[]}')
+        ans = w.request(req(RequestCode.GET_PRODUCER_CONNECTION_LIST, {"producerGroup": "nobody"}))
+        assert (ans.code, ans.remark) == (ResponseCode.SYSTEM_ERROR, "the producer group[nobody] not exist")
+
+
+def test_producer_connection_list_follows_heartbeats_and_unregistering(txc: EmbeddedCluster) -> None:
+    def listed(w: Wire) -> list[str] | str:
+        ans = w.request(req(RequestCode.GET_PRODUCER_CONNECTION_LIST, {"producerGroup": GROUP}))
+        return [c["clientId"] for c in json.loads(ans.body)["connectionSet"]] if ans.code == 0 else ans.remark
+
+    with Wire(txc.broker_addrs["broker-a"]) as w:
+        assert listed(w) == f"the producer group[{GROUP}] not exist"
+        heartbeat(w, "p1", producer_group=GROUP)
+        assert listed(w) == ["p1"]
+        ans = w.request(req(RequestCode.UNREGISTER_CLIENT, {"clientID": "p1", "producerGroup": GROUP}))
+        assert ans.code == 0
+        assert listed(w) == f"the producer group[{GROUP}] not exist"
 
 
 def test_immunity_time_holds_check_backs_back(tmp_path: Path, clock: FakeClock) -> None:

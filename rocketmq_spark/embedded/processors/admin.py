@@ -116,7 +116,7 @@ def handle_consumer_connections(broker: BrokerContext, call: Call) -> RemotingCo
 def handle_producer_connections(broker: BrokerContext, call: Call) -> RemotingCommand:
     h = GetProducerConnectionListRequestHeader.from_ext(call.ext)
     channels = broker.clients.producer_channels(h.producer_group)
-    if not channels:
+    if channels is None:
         raise Refuse(ResponseCode.SYSTEM_ERROR, f"the producer group[{h.producer_group}] not exist")
     body = {"connectionSet": [{"clientAddr": ch.conn.remote_addr, "clientId": ch.client_id,
                                "language": ch.language, "version": ch.version} for ch in channels]}
