@@ -134,7 +134,7 @@ def test_no_live_producer_no_check_back_but_the_count_grows(txc: EmbeddedCluster
 def test_producer_connection_list_follows_heartbeats_and_unregistering(txc: EmbeddedCluster) -> None:
     def listed(w: Wire) -> list[str] | str:
         ans = w.request(req(RequestCode.GET_PRODUCER_CONNECTION_LIST, {"producerGroup": GROUP}))
-        return [c["clientId"] for c in json.loads(ans.body)["connectionSet"]] if ans.code == 0 else ans.remark
+        return [c["clientId"] for c in json.loads(ans.body)["connectionSet"]] if ans.code == 0 else str(ans.remark)
 
     with Wire(txc.broker_addrs["broker-a"]) as w:
         assert listed(w) == f"the producer group[{GROUP}] not exist"
