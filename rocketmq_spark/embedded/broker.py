@@ -25,6 +25,7 @@ from rocketmq_spark.embedded.clock import Clock, SystemClock
 from rocketmq_spark.embedded.groups import SubscriptionGroupManager
 from rocketmq_spark.embedded.half_messages import HalfMessages
 from rocketmq_spark.embedded.locks import RebalanceLockManager
+from rocketmq_spark.embedded.gates import Gate
 from rocketmq_spark.embedded.long_poll import PullHoldService
 from rocketmq_spark.embedded.offsets import ConsumerOffsetManager
 from rocketmq_spark.embedded.persist import read_json, write_json
@@ -98,6 +99,7 @@ class Broker:
         self.segment_size = segment_size
         self.max_transfer_count = max_transfer_count
         self.acl_file = acl_file
+        self.gates: list[Gate] = []              # fault tests hold requests here (gates.py)
         self.tls = tls
         # ACL hook: check(call) raises Refuse for a request plain_acl.yml denies (acl.py).
         self.acl: AclValidator | None = AclValidator.from_file(acl_file) if acl_file else None
@@ -207,6 +209,9 @@ class Broker:
     # ------------------------------------------------------------ requests
 
     def _on_request(self, conn: Connection, cmd: RemotingCommand) -> None:
+        for gate in list(self.gates):          # fault tests only (gates.py); empty otherwise
+            if not gate.admit(cmd, conn.closed):
+                return
         dispatch(self, conn, cmd)
 
     def _on_close(self, conn: Connection) -> None:

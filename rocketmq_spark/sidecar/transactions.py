@@ -99,7 +99,6 @@ class Transactions:
                     txlog.append_done(txn.txn_id, txn.batch, txn.epoch, group)
                 except _Unanswered as exc:
                     log.warning("%s; looking in the target queues for what was delivered", exc)
-                    self._sleep(RETRY_PAUSE)
                     committed = self._finish(client, group, txlog, decision, txn.txn_id)
             else:
                 committed = self._finish(client, group, txlog, decision, txn.txn_id)
@@ -115,9 +114,12 @@ class Transactions:
         return n
 
     def _finish(self, client: MQClient, group: str, txlog: TxnLog, d: Decision, txn_id: str) -> int:
-        """Commit the half messages of ``d`` that are not in their target queues yet."""
+        """Commit the half messages of ``d`` that are not in their target queues yet. First a
+        pause: END_TRANSACTION requests of a process that died committing can still be in
+        flight (written before it died), and must land before we look."""
         if d.done:
             return 0
+        self._sleep(RETRY_PAUSE)
         delivered = self._delivered(client, d)
         missing = [h for h in d.halves if h.msg_id not in delivered]
         n = self.end_all(client, group, missing, TransactionState.COMMIT)

@@ -128,14 +128,15 @@ class DriverProcess:
     """``python stream_driver.py ...``: a Spark driver of its own (local[2]), in its own
     process group so that SIGKILL takes its JVM and Python workers with it."""
 
-    def __init__(self, args: list[str], log: Path) -> None:
-        env = dict(os.environ)
+    def __init__(self, args: list[str], log: Path, *, script: Path | None = None,
+                 env_extra: dict[str, str] | None = None) -> None:
+        env = {**os.environ, **(env_extra or {})}
         env.setdefault("PYSPARK_PYTHON", sys.executable)
         env.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
         self.log = log
         self._out = open(log, "wb")
-        self.proc = subprocess.Popen([sys.executable, str(DRIVER), *args], cwd=ROOT, env=env,
+        self.proc = subprocess.Popen([sys.executable, str(script or DRIVER), *args], cwd=ROOT, env=env,
                                      stdout=self._out, stderr=subprocess.STDOUT,
                                      start_new_session=True)
 
