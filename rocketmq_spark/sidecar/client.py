@@ -175,14 +175,16 @@ class SidecarClient:
         return [cv.send_result_from_pb(x) for x in r.results]
 
     def commit_transaction(self, cluster: Cluster | str, producer_group: str, txn: TxnRef,
-                           tasks: Sequence[tuple[int, int]], halves: Sequence[HalfMessage]) -> CommitOutcome:
+                           tasks: Sequence[tuple[int, int]], halves: Sequence[HalfMessage], *,
+                           ordered: bool = True) -> CommitOutcome:
         """Decide ``txn``'s batch for this attempt (unless another attempt decided it first)
-        and commit the deciding attempt's half messages, each once."""
+        and commit the deciding attempt's half messages, each once (``ordered``: each
+        queue's one at a time, in order)."""
         r = self._call(self._stub.CommitTransaction, pb.CommitTransactionRequest(
             cluster=cv.cluster_to_pb(Cluster.of(cluster)), producer_group=producer_group,
             transaction=cv.txn_to_pb(txn),
             tasks=[pb.TaskAttempt(partition=p, attempt=a) for p, a in tasks],
-            messages=cv.halves_to_pb(halves)), timeout=COMMIT_TIMEOUT)
+            messages=cv.halves_to_pb(halves), ordered=ordered), timeout=COMMIT_TIMEOUT)
         return cv.commit_outcome_from_pb(r)
 
     def abort_transaction(self, cluster: Cluster | str, producer_group: str, txn: TxnRef,

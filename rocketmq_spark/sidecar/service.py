@@ -216,10 +216,12 @@ class SidecarService:
                                 tag_property=TAG_PROPERTY)
 
     def commit_transaction(self, cluster: Cluster, producer_group: str, txn: TxnRef,
-                           tasks: Sequence[tuple[int, int]], halves: Sequence[HalfMessage]) -> CommitOutcome:
+                           tasks: Sequence[tuple[int, int]], halves: Sequence[HalfMessage], *,
+                           ordered: bool = True) -> CommitOutcome:
         group = _require(producer_group, "producer_group")
         validate_halves(halves)
-        return self.txns.commit(self._transactional(cluster, group), group, txn, tasks, halves)
+        return self.txns.commit(self._transactional(cluster, group), group, txn, tasks, halves,
+                                ordered=ordered)
 
     def abort_transaction(self, cluster: Cluster, producer_group: str, txn: TxnRef,
                           halves: Sequence[HalfMessage]) -> tuple[int, bool]:

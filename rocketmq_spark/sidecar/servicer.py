@@ -130,7 +130,8 @@ class SidecarServicer(pb_grpc.SidecarServicer):
                           context: grpc.ServicerContext) -> pb.CommitTransactionResponse:
         outcome = self.service.commit_transaction(
             cv.cluster_from_pb(request.cluster), request.producer_group, cv.txn_from_pb(request.transaction),
-            [(t.partition, t.attempt) for t in request.tasks], cv.halves_from_pb(request.messages))
+            [(t.partition, t.attempt) for t in request.tasks], cv.halves_from_pb(request.messages),
+            ordered=request.ordered)
         return cv.commit_outcome_to_pb(outcome)
 
     @grpc_errors

@@ -9,8 +9,9 @@ here with the accepted tasks' half messages:
    committing) are finished first;
 2. when the batch has no decision yet, the decision is appended to the transaction log
    (``txnlog``) and the log read again: the first decision of a batch wins;
-3. the winning attempt's half messages are committed, queue by queue in send order, each
-   with exactly one END_TRANSACTION COMMIT; a losing attempt's are rolled back;
+3. the winning attempt's half messages are committed, each with exactly one END_TRANSACTION
+   COMMIT (rows with sharding keys queue by queue in send order, one request in flight per
+   queue; others many at once); a losing attempt's are rolled back;
 4. ``done`` is appended once every commit was answered.
 
 A decided batch whose commits may have started (a retried call, a driver that died) is
@@ -48,6 +49,7 @@ log = logging.getLogger(__name__)
 
 SCAN_GROUP = "rocketmq_spark_txn_scan"
 RETRY_PAUSE = 2.0          # after an END_TRANSACTION without an answer, before looking for it
+UNORDERED_DEPTH = 64       # END_TRANSACTIONs in flight when their order does not matter
 
 
 class Transactions:
@@ -74,7 +76,16 @@ class Transactions:
     # ------------------------------------------------------------ commit
 
     def commit(self, client: MQClient, group: str, txn: TxnRef, tasks: Iterable[tuple[int, int]],
-               halves: Sequence[HalfMessage]) -> CommitOutcome:
+               halves: Sequence[HalfMessage], *, ordered: bool = True) -> CommitOutcome:
+        started = time.monotonic()
+        outcome = self._commit(client, group, txn, tasks, halves, ordered)
+        log.info("commit of batch %d of %s: decided by %s, %d committed, %d rolled back, %d "
+                 "recovered in %.3f s", txn.batch, txn.txn_id, outcome.decided_epoch,
+                 outcome.committed, outcome.rolled_back, outcome.recovered, time.monotonic() - started)
+        return outcome
+
+    def _commit(self, client: MQClient, group: str, txn: TxnRef, tasks: Iterable[tuple[int, int]],
+                halves: Sequence[HalfMessage], ordered: bool) -> CommitOutcome:
         txlog = self.log_of(client, txn.log_topic)
         with self._id_lock(txn.txn_id):
             recovered = self._finish_earlier(client, group, txlog, txn)
@@ -90,12 +101,14 @@ class Transactions:
                 log.info("batch %d of %s was decided by attempt %s: rolling back the %d half "
                          "messages of attempt %s", txn.batch, txn.txn_id, decision.epoch, len(halves),
                          txn.epoch)
-                rolled = self.end_all(client, group, halves, TransactionState.ROLLBACK)
+                rolled = self.end_all(client, group, halves, TransactionState.ROLLBACK,
+                                      per_queue=UNORDERED_DEPTH)
                 recovered += self._finish(client, group, txlog, decision, txn.txn_id)
                 return CommitOutcome(decision.epoch, 0, rolled, recovered)
             if fresh:
                 try:
-                    committed = self.end_all(client, group, decision.halves, TransactionState.COMMIT)
+                    committed = self.end_all(client, group, decision.halves, TransactionState.COMMIT,
+                                             per_queue=1 if ordered else UNORDERED_DEPTH)
                     txlog.append_done(txn.txn_id, txn.batch, txn.epoch, group)
                 except _Unanswered as exc:
                     log.warning("%s; looking in the target queues for what was delivered", exc)
@@ -144,7 +157,7 @@ class Transactions:
 
     @staticmethod
     def end_all(client: MQClient, group: str, halves: Sequence[HalfMessage], state: int,
-                per_queue: int = 1, total: int = 64) -> int:
+                per_queue: int = 1, total: int = UNORDERED_DEPTH) -> int:
         """END_TRANSACTION ``state`` for each half message: queue by queue in order (a
         broker may handle requests of one connection in parallel, and commit order is the
         order consumers see), the queues side by side; each answer checked."""

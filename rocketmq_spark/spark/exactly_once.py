@@ -158,7 +158,9 @@ def tag_for(txn: Transactional, batch: int, partition: int, attempt: int) -> str
 
 # ------------------------------------------------------------------ driver side
 
-def commit(opts: SinkOptions, txn: Transactional, messages: Sequence[Any], batch: int) -> None:
+def commit(opts: SinkOptions, txn: Transactional, messages: Sequence[Any], batch: int, *,
+           ordered: bool = True) -> None:
+    """``ordered``: rows have sharding keys, whose order in each queue must be kept."""
     from rocketmq_spark.spark import link
 
     commits = [m for m in messages if isinstance(m, TxnCommit)]
@@ -166,7 +168,7 @@ def commit(opts: SinkOptions, txn: Transactional, messages: Sequence[Any], batch
     halves = [h for m in commits for h in m.halves()]
     ref = txn.ref(batch)
     outcome = link.call(opts.sidecar, lambda c: c.commit_transaction(opts.cluster, opts.group, ref,
-                                                                     tasks, halves))
+                                                                     tasks, halves, ordered=ordered))
     if outcome.decided_epoch != txn.epoch:
         log.warning("rocketmq sink: batch %d of %s was already committed by an earlier attempt "
                     "(%s); this attempt's %d messages were rolled back", batch, txn.txn_id,

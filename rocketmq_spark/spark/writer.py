@@ -131,6 +131,11 @@ class Layout:
     names: tuple[str, ...]
     body_is_string: bool
 
+    @property
+    def keyed(self) -> bool:
+        """Rows carry sharding keys: each key's order in its queue must be kept."""
+        return "sharding_key" in self.names
+
 
 def check_schema(schema: StructType, default_topic: str | None, *, exactly_once: bool = False) -> Layout:
     """The sink's view of ``schema``; ConfigError naming the first bad column."""
@@ -403,7 +408,7 @@ class RocketMQWriter(DataSourceArrowWriter):
         """At-least-once: nothing to do, each task's messages were stored before it ended.
         Exactly-once: decide and commit the job's half messages."""
         if self.txn is not None:
-            eo.commit(self.opts, self.txn, messages, 0)
+            eo.commit(self.opts, self.txn, messages, 0, ordered=self.layout.keyed)
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         """At-least-once: nothing can be undone, messages of the tasks that finished stay.
@@ -434,7 +439,7 @@ class RocketMQStreamWriter(DataSourceStreamArrowWriter):
         """At-least-once: nothing to do. Exactly-once: decide the micro-batch and commit its
         half messages (or roll them back when an earlier run committed this batch)."""
         if self.txn is not None:
-            eo.commit(self.opts, self.txn, messages, batchId)
+            eo.commit(self.opts, self.txn, messages, batchId, ordered=self.layout.keyed)
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
         """At-least-once: nothing can be undone, a retried micro-batch sends its rows again.

@@ -330,18 +330,20 @@ class HalfMessages(_message.Message):
     def __init__(self, queue: _Optional[_Union[MessageQueue, _Mapping]] = ..., commit_log_offsets: _Optional[_Iterable[int]] = ..., tran_state_table_offsets: _Optional[_Iterable[int]] = ..., msg_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class CommitTransactionRequest(_message.Message):
-    __slots__ = ("cluster", "producer_group", "transaction", "tasks", "messages")
+    __slots__ = ("cluster", "producer_group", "transaction", "tasks", "messages", "ordered")
     CLUSTER_FIELD_NUMBER: _ClassVar[int]
     PRODUCER_GROUP_FIELD_NUMBER: _ClassVar[int]
     TRANSACTION_FIELD_NUMBER: _ClassVar[int]
     TASKS_FIELD_NUMBER: _ClassVar[int]
     MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    ORDERED_FIELD_NUMBER: _ClassVar[int]
     cluster: Cluster
     producer_group: str
     transaction: Transaction
     tasks: _containers.RepeatedCompositeFieldContainer[TaskAttempt]
     messages: _containers.RepeatedCompositeFieldContainer[HalfMessages]
-    def __init__(self, cluster: _Optional[_Union[Cluster, _Mapping]] = ..., producer_group: _Optional[str] = ..., transaction: _Optional[_Union[Transaction, _Mapping]] = ..., tasks: _Optional[_Iterable[_Union[TaskAttempt, _Mapping]]] = ..., messages: _Optional[_Iterable[_Union[HalfMessages, _Mapping]]] = ...) -> None: ...
+    ordered: bool
+    def __init__(self, cluster: _Optional[_Union[Cluster, _Mapping]] = ..., producer_group: _Optional[str] = ..., transaction: _Optional[_Union[Transaction, _Mapping]] = ..., tasks: _Optional[_Iterable[_Union[TaskAttempt, _Mapping]]] = ..., messages: _Optional[_Iterable[_Union[HalfMessages, _Mapping]]] = ..., ordered: _Optional[bool] = ...) -> None: ...
 
 class CommitTransactionResponse(_message.Message):
     __slots__ = ("decided_epoch", "committed", "rolled_back", "recovered")
