@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Mapping
 
 DATA = Path(__file__).resolve().parent / "data" / "vectors"
 CPP_DIR = DATA / "cpp-client"
@@ -41,3 +42,18 @@ def broker_vectors() -> dict[str, dict]:
     a client must read whichever of the two a cluster runs."""
     return {**{f"4.9.8/{k}": v for k, v in apache_vectors().items()},
             **{f"5.1.3/{k}": v for k, v in apache5_vectors().items()}}
+
+
+def map_commit_log_offset(known: Mapping[int, int], recorded: int) -> int:
+    """Our commit-log offset for one a recording names: the recorded message's (``known``:
+    recorded -> ours, paired from answers), or else as far past the nearest paired offset
+    below it as in the recording: inside a message, a record written in between that no
+    answer showed (a check-back's copy of a half message), or past the end. Where our
+    records in between are not the size of Apache's, the offset lands elsewhere, and the
+    comparison of what it names shows it."""
+    if recorded in known:
+        return known[recorded]
+    below = [k for k in known if k < recorded]
+    if not below:
+        raise KeyError(f"no commit-log offset of ours is known at or below the recorded {recorded}")
+    return known[max(below)] + recorded - max(below)

@@ -129,7 +129,17 @@ def answer_tree(frame: bytes | None, request_code: int) -> dict[str, Any] | None
 
 
 def pushed_trees(frames: Iterable[bytes]) -> list[dict[str, Any]]:
-    return [command_tree(f) for f in frames]
+    """Requests the server pushed, with their bodies: CHECK_TRANSACTION_STATE carries the
+    half message in store format (``messages``), any other body is kept as ``body_hex``."""
+    out = []
+    for frame in frames:
+        tree = command_tree(frame)
+        body = _header(frame)[2]
+        if body:
+            key = "messages" if tree["code"] == RequestCode.CHECK_TRANSACTION_STATE else "body_hex"
+            tree[key] = message_tree(body) if key == "messages" else body.hex()
+        out.append(tree)
+    return out
 
 
 # ---------------------------------------------------------------- normalising

@@ -39,8 +39,9 @@ from rocketmq_spark.embedded.clock import FakeClock
 from rocketmq_spark.remoting.codes import SERIALIZE_JSON, RequestCode
 from rocketmq_spark.remoting.command import RemotingCommand, decode, encode
 from rocketmq_spark.remoting.message import decode_properties, encode_properties, parse_offset_msg_id
-from tests.differential.compare import message_tree
+from tests.differential.compare import message_tree, pushed_trees
 from tests.vectors import README as VECTORS_README
+from tests.vectors import map_commit_log_offset
 from tests.waiting import wait_until
 
 RECORDED_BROKER = "127.0.0.1:10911"
@@ -52,6 +53,8 @@ SILENCE_WAIT = 0.5  # how long a request Apache never answered waits for our ans
 SEGMENT_SIZE = 64 * 1024  # small commit-log segments: the deletion exchanges need a roll
 R = RequestCode
 SENDS = {R.SEND_MESSAGE, R.SEND_MESSAGE_V2, R.SEND_BATCH_MESSAGE}
+OFFSET_FIELDS = {R.VIEW_MESSAGE_BY_ID: "offset", R.CONSUMER_SEND_MSG_BACK: "offset",
+                 R.END_TRANSACTION: "commitLogOffset"}  # extFields naming a commit-log offset
 
 
 def plain_acl_yml() -> str:
@@ -154,6 +157,8 @@ class Outcome:
 
 
 class Replay:
+    recorded_broker, recorded_namesrv = RECORDED_BROKER, RECORDED_NAMESRV
+
     def __init__(self, cluster: EmbeddedCluster, clock: FakeClock, vectors: dict[str, dict], run: str,
                  new_run: str, *, secret: str | None = None) -> None:
         self.cluster = cluster
@@ -189,7 +194,7 @@ class Replay:
         """Placeholders for the run-specific names and the server addresses."""
         if ours:
             return {self.new_run: "<RUN>", self.broker.addr: "<BROKER>", self.cluster.namesrv_addr: "<NAMESRV>"}
-        return {self.run: "<RUN>", RECORDED_BROKER: "<BROKER>", RECORDED_NAMESRV: "<NAMESRV>"}
+        return {self.run: "<RUN>", self.recorded_broker: "<BROKER>", self.recorded_namesrv: "<NAMESRV>"}
 
     # ------------------------------------------------------------ what the recording tells
 
@@ -228,11 +233,11 @@ class Replay:
             self.clock.set(ms)
 
     def map_phys(self, recorded: int) -> int:
-        if recorded in self.phys:
-            return self.phys[recorded]
-        if recorded - 1 in self.phys:  # "one past a message start" stays one past ours
-            return self.phys[recorded - 1] + 1
-        raise AssertionError(f"no commit-log offset of ours is known for the recorded {recorded}")
+        """Ours for a recorded commit-log offset (``tests.vectors.map_commit_log_offset``)."""
+        try:
+            return map_commit_log_offset(self.phys, recorded)
+        except KeyError as exc:
+            raise AssertionError(str(exc)) from None
 
     def learn(self, theirs: RemotingCommand | None, ours: RemotingCommand | None, code: int) -> None:
         """Pair recorded commit-log offsets with ours (send answers, stored messages)."""
@@ -260,7 +265,7 @@ class Replay:
             frame = struct.pack(">iI", 4 + len(header) + len(body), len(header)) + header + body
         word = struct.unpack(">I", frame[4:8])[0]
         header, body = frame[8:8 + (word & 0xFFFFFF)], frame[8 + (word & 0xFFFFFF):]
-        if body[:1] == b"{":
+        if body[:1] == b"{" or req["code"] == R.SEND_BATCH_MESSAGE:  # run ids are as long as ours: sizes hold
             body = body.replace(self.run.encode(), self.new_run.encode())
         if word >> 24 != SERIALIZE_JSON:
             cmd, _ = decode(frame)
@@ -268,8 +273,9 @@ class Replay:
             return encode(replace(cmd, ext_fields=ext, body=body))
         text = header.decode().replace(self.run, self.new_run)
         ext = json.loads(text).get("extFields") or {}
-        if req["code"] in (R.VIEW_MESSAGE_BY_ID, R.CONSUMER_SEND_MSG_BACK) and "offset" in ext:
-            text = _replace_value(text, "offset", ext["offset"], str(self.map_phys(int(ext["offset"]))))
+        key = OFFSET_FIELDS.get(req["code"], "")
+        if key in ext:
+            text = _replace_value(text, key, ext[key], str(self.map_phys(int(ext[key]))))
         if "Signature" in ext:
             text = _replace_value(text, "Signature", ext["Signature"], self._resign(name, ext, body))
         header = text.encode()
@@ -298,7 +304,7 @@ class Replay:
         opaque = vec["request"]["header"]["opaque"]
         sent = c.send(self.request_frame(name))
         extra = while_waiting() if while_waiting else {}
-        got = c.answer(opaque, 20.0 if vec["response"] is not None else SILENCE_WAIT)
+        got = c.answer(opaque, 20.0) if vec["response"] is not None else self.unanswered(c, opaque)
         frame, at = got if got else (None, time.monotonic())
         if frame is not None and "woken_at" in extra:
             extra["answered_after_wake_ms"] = (at - extra.pop("woken_at")) * 1000
@@ -309,6 +315,14 @@ class Replay:
         theirs = decode(bytes.fromhex(vec["response"]["frame_hex"]))[0] if vec["response"] else None
         self.learn(theirs, decode(frame)[0] if frame else None, vec["request"]["code"])
         return out
+
+    def unanswered(self, c: Conn, opaque: int) -> tuple[bytes, float] | None:
+        """Our answer (if any) to a request Apache never answered."""
+        return c.answer(opaque, SILENCE_WAIT)
+
+    def recorded_pushes(self, vec: dict[str, Any]) -> list[dict[str, Any]]:
+        """The requests Apache pushed during ``vec``, as trees (``compare.pushed_trees``)."""
+        return pushed_trees(bytes.fromhex(p["frame_hex"]) for p in vec.get("server_requests_seen") or [])
 
     def call(self, conn: str, code: int, ext: dict[str, Any] | None = None, body: bytes = b"",
              version: int = 409) -> RemotingCommand:

@@ -1,10 +1,12 @@
 """Every recorded Apache 4.9.8 exchange, replayed against a fresh embedded cluster.
 
-The main run and the ACL run are replayed once each (module fixtures, see ``replay``),
-in recorded order; then every recording's answer is compared with ours (``compare``):
+The main run, the ACL run (``replay``) and the transaction run (``txn_replay``, a broker
+with the recorded transaction settings) are replayed once each (module fixtures), in
+recorded order; then every recording's answer is compared with ours (``compare``):
 code, header keys, extFields presence/keys/types/values, body structure and values,
-the requests pushed on the connection, and the timing of the long-poll exchanges, with
-the recording's ``varies`` paths masked and names/addresses normalised. A difference
+the requests pushed on the connection (check-backs with their bodies), and the timing
+of the long-poll exchanges, with the recording's ``varies`` paths masked and
+names/addresses normalised. A difference
 must be listed in docs/compatibility.md (file, path, kind and detail, see ``listed``)
 with the reason it is harmless; a listed difference that no longer occurs fails too, so
 the list stays honest.
@@ -23,9 +25,12 @@ from tests.differential.compare import Difference, answer_tree, diff, normalise,
 from tests.differential.listed import listed_differences
 from tests.differential.replay import (ACL_RUN, ACL_SECRET, MAIN_RUN, SEGMENT_SIZE, Outcome, Replay, acl_scenario,
                                        main_scenario, new_run_id, plain_acl_yml)
-from tests.vectors import apache_vectors
+from tests.differential.txn_replay import txn_run
+from tests.txn_recording import RECORDED_RUN as TXN_RUN
+from tests.vectors import apache_vectors, txn_vectors
 
-VECTORS = apache_vectors()
+VECTORS = {**apache_vectors(), **txn_vectors()}
+assert len(VECTORS) == len(apache_vectors()) + len(txn_vectors()), "recording names must not repeat"
 LISTED = listed_differences()
 START_MS = 1795424900000  # a little before the recordings' first store time
 
@@ -58,8 +63,14 @@ def acl_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Replay]:
 
 
 @pytest.fixture(scope="module")
-def runs(main_run: Replay, acl_run: Replay) -> dict[str, Replay]:
-    return {MAIN_RUN: main_run, ACL_RUN: acl_run}
+def transaction_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Replay]:
+    with txn_run(tmp_path_factory.mktemp("txn")) as replay:
+        yield replay
+
+
+@pytest.fixture(scope="module")
+def runs(main_run: Replay, acl_run: Replay, transaction_run: Replay) -> dict[str, Replay]:
+    return {MAIN_RUN: main_run, ACL_RUN: acl_run, TXN_RUN: transaction_run}
 
 
 def _masks(vec: dict) -> set[str]:
@@ -92,8 +103,7 @@ def differences(name: str, replay: Replay) -> list[Difference]:
     theirs_tree = normalise(theirs_tree, replay.replacements(ours=False))
     ours_tree = normalise(answer_tree(ours.frame, code), replay.replacements(ours=True))
     found = diff(theirs_tree, ours_tree, _masks(vec))
-    theirs_pushed = [bytes.fromhex(p["frame_hex"]) for p in vec.get("server_requests_seen") or []]
-    found += push_diff(normalise(pushed_trees(theirs_pushed), replay.replacements(ours=False)),
+    found += push_diff(normalise(replay.recorded_pushes(vec), replay.replacements(ours=False)),
                        normalise(pushed_trees(ours.pushed), replay.replacements(ours=True)))
     return sorted(set(found + _timing(vec, ours)))
 

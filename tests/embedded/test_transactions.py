@@ -25,9 +25,9 @@ from rocketmq_spark.remoting.codes import (TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HAL
 from rocketmq_spark.remoting.command import RemotingCommand, encode
 from rocketmq_spark.remoting.message import (HostPort, MessageExt, decode_messages, encode_message,
                                              parse_offset_msg_id)
-from tests.embedded.txn_session import CHECK_ANSWERS, ORDER, RECORDED_RUN, V, TxnSession, checks_of, close_session, \
-    run_session
+from tests.embedded.txn_session import TxnSession, checks_of, close_session, run_session
 from tests.embedded.wire import max_offset, messages, pull, req
+from tests.txn_recording import CHECK_ANSWERS, ORDER, RECORDED_RUN, V
 
 
 @pytest.fixture(scope="module")

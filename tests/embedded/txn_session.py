@@ -25,17 +25,9 @@ from rocketmq_spark.remoting.codes import FLAG_ONEWAY, RequestCode
 from rocketmq_spark.remoting.command import RemotingCommand, decode
 from rocketmq_spark.remoting.message import parse_offset_msg_id
 from tests.embedded.wire import Wire, req, send_msg
-from tests.vectors import txn_vectors
-
-V = txn_vectors()
-RECORDED_RUN = "195645r0"
-TIMEOUT_MS, INTERVAL_MS, CHECK_MAX = 2000, 3000, 3
-CHECK_ANSWERS = ("txn_check_back_commit", "txn_check_back_unknown_1", "txn_check_back_unknown_2",
-                 "txn_check_back_unknown_3")
-ORDER = sorted(V, key=lambda n: V[n]["request"]["header"]["opaque"])
-NEVER_ANSWERED = frozenset(n for n in V if V[n]["response"] is None)
-OTHER_CONNECTION = frozenset({"txn_send_half_unknown_group"})  # sent without a producer heartbeat
-OFFSET_DELTAS = (0, 1, 10 ** 9)   # recorded END_TRANSACTION offsets: a message's, one past, 10^9 past
+from tests.txn_recording import (CHECK_ANSWERS, CHECK_MAX, INTERVAL_MS, NEVER_ANSWERED, ORDER, OTHER_CONNECTION,
+                                 PLAIN_BODY, PLAIN_PROPERTIES, PLAIN_SUFFIX, RECORDED_RUN, TIMEOUT_MS, V)
+from tests.vectors import map_commit_log_offset
 
 
 def new_run_id() -> str:
@@ -62,11 +54,8 @@ class TxnSession:
         return text.replace(RECORDED_RUN, self.run)
 
     def ours(self, recorded: int) -> int:
-        """Our commit-log offset for a recorded one (or one past it, or 10^9 past it)."""
-        for delta in OFFSET_DELTAS:
-            if recorded - delta in self.clo:
-                return self.clo[recorded - delta] + delta
-        raise KeyError(f"no commit-log offset of ours for recorded {recorded}")
+        """Our commit-log offset for a recorded one (or one inside it, or past the end)."""
+        return map_commit_log_offset(self.clo, recorded)
 
     def request(self, name: str) -> RemotingCommand:
         """The recorded request of ``name`` with this run's names, clock and offsets."""
@@ -129,7 +118,8 @@ def run_session(data_dir: Path) -> TxnSession:
     s = TxnSession(cluster, clock, new_run_id(), Wire(addr), Wire(addr))
     # Before the first recorded exchange: an ordinary message to another topic, at
     # commit-log offset 0 (what txn_end_offset_of_normal_message names).
-    plain = send_msg(s.producer, s.rename(f"rec_{RECORDED_RUN}_plain"), b"an ordinary message", queue_id=0)
+    plain = send_msg(s.producer, s.rename(f"rec_{RECORDED_RUN}_{PLAIN_SUFFIX}"), PLAIN_BODY, queue_id=0,
+                     props=PLAIN_PROPERTIES, uniq=False)
     s.clo[0] = s.plain_clo = parse_offset_msg_id(plain.ext["msgId"])[1]
     for name in ORDER:
         if name in CHECK_ANSWERS:
