@@ -2,6 +2,7 @@
 that the orderly stream still holds every acknowledged message exactly once.
 
     python bench/chaos.py [--cycles 10] [--seed N] [--victims driver,sidecar,broker] [--work DIR]
+                          [--pipeline parquet|exactly-once]
 
 Setup: an embedded broker in a subprocess (``rocketmq-spark broker``, fixed data directory
 and NameServer port), a producer thread sending small batches at a steady rate (only
@@ -28,6 +29,17 @@ appears in it, and the group's offsets on the broker never pass what the checkpo
 committed. Prints one table row per cycle (and the first body mismatches, if any); exits 1
 if any cycle lost, duplicated or garbled a message.
 
+``--pipeline exactly-once`` runs the same source into the rocketmq sink instead, with
+``deliveryGuarantee=exactly-once``, into the topic ``chaos-out`` (RocketMQ -> Spark ->
+RocketMQ), under the same kills and recoveries; the brokers check half messages back after
+1 s (``TransactionChecks``). Each body starts with a sharding key (``k<n>:``), each key
+sent to one source queue only, so one partition carries it. The check reads the output
+topic back whole and compares its bodies by digest with what the producer acknowledged in
+the committed range (``compare_digests``; later and unacknowledged sends optional): lost,
+duplicated and bad bodies, and the sharding keys whose messages are spread over several
+output queues or out of their source order. The final check also reads the output with the
+C++ client (when the ``rocketmq`` package is installed) and compares it queue by queue.
+
 ``python bench/chaos.py drive ...`` is the driver process itself (used internally).
 """
 
@@ -52,8 +64,9 @@ from typing import TYPE_CHECKING, Any, Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import (BrokerProcess, batch_end_offsets, committed_batches,  # noqa: E402
-                          committed_end, read_file_sink, sidecar_pid, table)
+from bench.common import (BrokerProcess, TransactionChecks, batch_end_offsets,  # noqa: E402
+                          committed_batches, committed_end, read_file_sink, read_topic,
+                          sidecar_pid, table)
 
 if TYPE_CHECKING:
     from rocketmq_spark.client import MQClient
@@ -64,9 +77,17 @@ QUEUES = 4
 GROUP = "chaos-orderly"
 LOCK_OWNER = "chaos-owner"
 VICTIMS = ("driver", "sidecar", "broker")
+PARQUET, EXACTLY_ONCE = "parquet", "exactly-once"
+PIPELINES = (PARQUET, EXACTLY_ONCE)
+OUT_TOPIC = "chaos-out"                  # the exactly-once pipeline's output
+TXN_ID = "chaos-eo"                      # its transactionalId: the same across driver restarts
+PRODUCER_GROUP = "chaos-eo-producer"     # the group the brokers check its half messages with
+READER_GROUP = "chaos-reader"            # pulls that read the output back (commit no offsets)
+KEYS_PER_QUEUE = 2                       # sharding keys per source queue
 
 Key = tuple[str, str, int, int]          # topic, broker, queue id, queue offset
 QueueKey = tuple[str, str, int]          # topic, broker, queue id
+OutQueue = tuple[str, int]               # broker, queue id of the output topic
 Digest = str                             # sha256 of a message body, hex
 FIRST_MISMATCHES = 5                     # mismatches a body check reports one by one
 
@@ -74,12 +95,14 @@ FIRST_MISMATCHES = 5                     # mismatches a body check reports one b
 # ------------------------------------------------------------------ the driver process
 
 def drive(argv: list[str]) -> int:
-    """The Spark driver: orderly read of TOPIC into parquet until killed."""
+    """The Spark driver: orderly read of TOPIC into parquet (or, exactly once, into
+    OUT_TOPIC) until killed."""
     p = argparse.ArgumentParser(prog="chaos.py drive")
     for a in ("--namesrv", "--checkpoint", "--out", "--local-dir"):
         p.add_argument(a, required=True)
     p.add_argument("--trigger-ms", type=int, default=500)
     p.add_argument("--pull-batch-size", type=int, default=32)
+    p.add_argument("--pipeline", choices=PIPELINES, default=PARQUET)
     args = p.parse_args(argv)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
@@ -92,22 +115,48 @@ def drive(argv: list[str]) -> int:
              .config("spark.python.worker.reuse", "true")
              .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
              .getOrCreate())
-    run_query(spark, args.namesrv, args.checkpoint, args.out, args.trigger_ms, args.pull_batch_size)
+    if args.pipeline == EXACTLY_ONCE:
+        run_exactly_once_query(spark, args.namesrv, args.checkpoint, args.trigger_ms,
+                               args.pull_batch_size)
+    else:
+        run_query(spark, args.namesrv, args.checkpoint, args.out, args.trigger_ms,
+                  args.pull_batch_size)
     return 0
+
+
+def _source(spark: Any, namesrv: str, pull_batch_size: int) -> Any:
+    """The orderly stream of TOPIC both pipelines read."""
+    spark.sparkContext.setLogLevel("WARN")     # keeps "Lost task ..." (a task failed) in the log
+    return (spark.readStream.format("rocketmq").option("nameServer", namesrv)
+            .option("topic", TOPIC).option("consumerGroup", GROUP).option("consumeMode", "orderly")
+            .option("lockOwner", LOCK_OWNER).option("startingOffsets", "earliest")
+            .option("queueRefreshIntervalMs", "1000").option("pullBatchSize", str(pull_batch_size))
+            .load())
 
 
 def run_query(spark: Any, namesrv: str, checkpoint: str, out: str, trigger_ms: int,
               pull_batch_size: int) -> None:
     """The orderly query of TOPIC into parquet, until the process is killed."""
-    spark.sparkContext.setLogLevel("WARN")     # keeps "Lost task ..." (a task failed) in the log
-    df = (spark.readStream.format("rocketmq").option("nameServer", namesrv)
-          .option("topic", TOPIC).option("consumerGroup", GROUP).option("consumeMode", "orderly")
-          .option("lockOwner", LOCK_OWNER).option("startingOffsets", "earliest")
-          .option("queueRefreshIntervalMs", "1000").option("pullBatchSize", str(pull_batch_size))
-          .load())
+    df = _source(spark, namesrv, pull_batch_size)
     q = (df.select("topic", "broker", "queue_id", "queue_offset", "body")
          .writeStream.format("parquet").option("path", out)
          .option("checkpointLocation", checkpoint)
+         .trigger(processingTime=f"{trigger_ms} milliseconds").start())
+    print("STARTED", flush=True)
+    q.awaitTermination()
+
+
+def run_exactly_once_query(spark: Any, namesrv: str, checkpoint: str, trigger_ms: int,
+                           pull_batch_size: int) -> None:
+    """The orderly query of TOPIC into OUT_TOPIC with deliveryGuarantee=exactly-once, each
+    row keyed by its body's sharding key (the text before the first ':'), until killed."""
+    from pyspark.sql import functions as F
+
+    df = _source(spark, namesrv, pull_batch_size)
+    q = (df.select("body", F.split(F.col("body").cast("string"), ":")[0].alias("sharding_key"))
+         .writeStream.format("rocketmq").option("nameServer", namesrv).option("topic", OUT_TOPIC)
+         .option("deliveryGuarantee", "exactly-once").option("transactionalId", TXN_ID)
+         .option("producerGroup", PRODUCER_GROUP).option("checkpointLocation", checkpoint)
          .trigger(processingTime=f"{trigger_ms} milliseconds").start())
     print("STARTED", flush=True)
     q.awaitTermination()
@@ -118,9 +167,10 @@ class Driver:
     Python workers with it (not the sidecar, which runs in a session of its own)."""
 
     def __init__(self, work: Path, namesrv: str, sidecar_dir: Path, *, trigger_ms: int = 500,
-                 pull_batch_size: int = 32) -> None:
+                 pull_batch_size: int = 32, pipeline: str = PARQUET) -> None:
         self.work, self.namesrv, self.sidecar_dir = work, namesrv, sidecar_dir
         self.trigger_ms, self.pull_batch_size = trigger_ms, pull_batch_size
+        self.pipeline = pipeline
         self.checkpoint, self.out = work / "checkpoint", work / "out"
         self.log = work / "driver.log"
         self.proc: subprocess.Popen | None = None
@@ -141,7 +191,7 @@ class Driver:
                 [sys.executable, str(Path(__file__).resolve()), "drive", "--namesrv", self.namesrv,
                  "--checkpoint", str(self.checkpoint), "--out", str(self.out),
                  "--local-dir", str(local), "--trigger-ms", str(self.trigger_ms),
-                 "--pull-batch-size", str(self.pull_batch_size)],
+                 "--pull-batch-size", str(self.pull_batch_size), "--pipeline", self.pipeline],
                 cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         self.starts += 1
 
@@ -173,7 +223,8 @@ class Producer:
     A failed send (broker down) is retried with new messages after a short pause: whether it
     was stored is unknown, so it is not counted, and the check tolerates its bodies (each
     once) at positions nobody acknowledged. Every attempt's bodies are unique, so a body in
-    the sink names the one send it came from."""
+    the sink names the one send it came from. Each body starts with its sharding key
+    (``_body``), every key owned by one source queue."""
 
     def __init__(self, namesrv: str, *, batch: int = 4, pause: float = 0.05) -> None:
         from rocketmq_spark.client import ClientConfig, MQClient
@@ -195,7 +246,8 @@ class Producer:
         i = attempt = 0
         while not self._stop.is_set():
             q = queues[i % len(queues)]
-            bodies = [_body(attempt, k) for k in range(self.batch)]
+            bodies = [_body(attempt, k, _key(i % len(queues), k, len(queues)))
+                      for k in range(self.batch)]
             digests = [digest(b) for b in bodies]
             attempt += 1
             # unsure until acknowledged: a check that reads the sink meanwhile may find them
@@ -236,10 +288,23 @@ class Producer:
         self.client.close()
 
 
-def _body(attempt: int, k: int) -> bytes:
-    """The ``k``-th body of send ``attempt``: unique to it, and of varying length (1 to 16
-    filler bytes), so a row cut short or run into its neighbour changes its digest too."""
-    return f"{attempt}-{k}:".encode() + b"." * (1 + (attempt * 7 + k) % 16)
+def _key(queue_index: int, k: int, queues: int) -> str:
+    """The sharding key of the ``k``-th message of a send to queue ``queue_index``: one of
+    the queue's KEYS_PER_QUEUE keys, which no other queue carries, so one Spark partition
+    (one source queue) holds all of a key's messages, in their order."""
+    return f"k{queue_index + queues * (k % KEYS_PER_QUEUE)}"
+
+
+def key_of(body: bytes) -> str:
+    """The sharding key a body starts with (the exactly-once query's ``sharding_key``)."""
+    return body.split(b":", 1)[0].decode()
+
+
+def _body(attempt: int, k: int, key: str) -> bytes:
+    """The ``k``-th body of send ``attempt``: its sharding key, then unique to the send, and
+    of varying length (1 to 16 filler bytes), so a row cut short or run into its neighbour
+    changes its digest too."""
+    return f"{key}:{attempt}-{k}:".encode() + b"." * (1 + (attempt * 7 + k) % 16)
 
 
 # ------------------------------------------------------------------ body digests
@@ -369,21 +434,63 @@ def compare_bodies(expected: Mapping[Key, Digest], observed: Iterable[tuple[Key,
 
 @dataclass(frozen=True)
 class Check:
-    rows: int                 # rows in the sink
-    duplicated: int           # rows beyond the first of each key
+    rows: int                 # rows in the sink (messages in the output topic)
+    duplicated: int           # rows beyond the first of each key (output: copies beyond those sent)
     lost: int                 # acknowledged messages of the committed range missing from the sink
     broker_ahead: int         # queues whose group offset on the broker passed the checkpoint
     committed: int            # messages the checkpoint's last committed batch covers
     bodies: BodyCheck         # the sink's bodies against the producer's
+    out_of_order: int = 0     # exactly-once pipeline: sharding keys spread or out of order
 
     @property
     def ok(self) -> bool:
-        return self.duplicated == 0 and self.lost == 0 and self.broker_ahead == 0 and self.bodies.ok
+        return (self.duplicated == 0 and self.lost == 0 and self.broker_ahead == 0
+                and self.bodies.ok and self.out_of_order == 0)
 
 
 def covers(end: dict[QueueKey, int], keys: list[Key]) -> bool:
     """Whether committed end offsets ``end`` are past every one of ``keys``."""
     return all(o < end.get((t, b, q), 0) for t, b, q, o in keys)
+
+
+def keys_out_of_order(output: Mapping[OutQueue, list[bytes]], sent_at: Mapping[Digest, Key]) -> list[str]:
+    """Sharding keys whose messages in ``output`` (queue -> bodies in offset order) are on
+    more than one queue, or, on their queue, not in the order of their source positions
+    ``sent_at``. Bodies of sends never acknowledged have no known position and are left
+    out of the order (they are rare: sends cut by a broker kill)."""
+    queues: dict[str, set[OutQueue]] = defaultdict(set)
+    last: dict[tuple[str, OutQueue], Key] = {}
+    bad: set[str] = set()
+    for q, bodies in output.items():
+        for body in bodies:
+            key = key_of(body)
+            queues[key].add(q)
+            pos = sent_at.get(digest(body))
+            if pos is None:
+                continue
+            if (key, q) in last and pos <= last[(key, q)]:
+                bad.add(key)
+            last[(key, q)] = pos
+    return sorted(bad | {k for k, qs in queues.items() if len(qs) > 1})
+
+
+def cpp_mismatches(namesrv: str, topic: str, ours: Mapping[OutQueue, list[bytes]],
+                   home: Path) -> int | None:
+    """Queues of ``topic`` where the C++ client (PyPI ``rocketmq``, tests/sink/readback.py)
+    reads other bodies than ``ours``: a second reader that shares no code with ours. None
+    when the C++ client is not installed. ``home`` becomes this process's HOME (the C++
+    client logs there), so call it only once no more drivers will be started."""
+    try:
+        from tests.cppclient import isolate_home
+    except (ImportError, OSError):     # no package, or its librocketmq.so does not load
+        return None
+    from tests.cluster import ClusterHandle
+    from tests.sink.readback import cpp_read
+
+    isolate_home(home)
+    cpp = cpp_read(ClusterHandle(namesrv, external=False), topic)
+    theirs = {q: [m.body for m in msgs] for q, msgs in cpp.items()}
+    return sum(1 for q in set(theirs) | set(ours) if theirs.get(q, []) != ours.get(q, []))
 
 
 @dataclass
@@ -393,6 +500,7 @@ class Rig:
     work: Path
     trigger_ms: int = 500
     pull_batch_size: int = 32
+    pipeline: str = PARQUET
     broker: BrokerProcess = field(init=False)
     producer: Producer = field(init=False)
     driver: Driver = field(init=False)
@@ -404,8 +512,11 @@ class Rig:
         # short: a Unix socket path is limited to 107 bytes
         self.sidecar_dir = Path(tempfile.mkdtemp(prefix="rmq-chaos-sc-"))
         self.sidecar_dir.chmod(0o700)
-        self.broker = BrokerProcess(self.work / "rocketmq", topics=(f"{TOPIC}:{QUEUES}",),
-                                    log=self.work / "broker.log")
+        eo = self.pipeline == EXACTLY_ONCE
+        topics = (f"{TOPIC}:{QUEUES}",) + ((f"{OUT_TOPIC}:{QUEUES}",) if eo else ())
+        # exactly once: half messages of a killed writer are checked back within seconds
+        self.broker = BrokerProcess(self.work / "rocketmq", topics=topics, log=self.work / "broker.log",
+                                    transactions=TransactionChecks() if eo else None)
 
     def start(self, timeout: float = 120.0) -> "Rig":
         from rocketmq_spark.client import ClientConfig, MQClient
@@ -414,7 +525,8 @@ class Rig:
         self.admin = MQClient(ClientConfig.parse(self.broker.namesrv_addr, request_timeout=2.0))
         self.producer = Producer(self.broker.namesrv_addr).start()
         self.driver = Driver(self.work, self.broker.namesrv_addr, self.sidecar_dir,
-                             trigger_ms=self.trigger_ms, pull_batch_size=self.pull_batch_size)
+                             trigger_ms=self.trigger_ms, pull_batch_size=self.pull_batch_size,
+                             pipeline=self.pipeline)
         self.driver.start()
         self.wait(lambda: committed_batches(self.driver.checkpoint) and self.rows_committed() > 0,
                   timeout, "the first committed batch with rows")
@@ -430,6 +542,12 @@ class Rig:
         pid = sidecar_pid(self.sidecar_dir)
         if pid is not None:
             os.kill(pid, signal.SIGTERM)
+        # the sidecars' log (every one started in the run appends to it) outlives its
+        # directory, beside the driver's and the broker's: a failed run's evidence
+        from rocketmq_spark.sidecar.spawn import LOG_NAME
+
+        if (self.sidecar_dir / LOG_NAME).exists():
+            shutil.copyfile(self.sidecar_dir / LOG_NAME, self.work / "sidecar.log")
         shutil.rmtree(self.sidecar_dir, ignore_errors=True)
 
     # ------------------------------------------------------------ waiting
@@ -490,19 +608,26 @@ class Rig:
 
     # ------------------------------------------------------------ invariants
 
-    def check(self, acked: list[Key]) -> Check:
+    def committed(self) -> tuple[dict[QueueKey, int], int]:
+        """The checkpoint's committed end offsets, and how many queues' group offsets on the
+        broker pass them. The broker's offsets are read first: the checkpoint read after
+        them can only be newer, so a queue counted ahead really was."""
         from rocketmq_spark.remoting.route import MessageQueue
 
-        # the broker's group offsets first: the checkpoint read after them can only be newer
         queues = [MessageQueue(TOPIC, b, q) for (t, b, q) in committed_end(self.driver.checkpoint)]
         group = {(q.topic, q.broker_name, q.queue_id): self.admin.query_consumer_offset(GROUP, q)
                  for q in queues}
         end = committed_end(self.driver.checkpoint)
+        return end, sum(1 for q, off in group.items() if off is not None and off > end.get(q, 0))
+
+    def check(self, acked: list[Key]) -> Check:
+        if self.pipeline == EXACTLY_ONCE:
+            return self.check_output()[0]
+        end, ahead = self.committed()
         sink = read_file_sink(self.driver.out, ["topic", "broker", "queue_id", "queue_offset", "body"])
         keys = list(zip(*(sink.column(c).to_pylist() for c in ("topic", "broker", "queue_id", "queue_offset"))))
         present = set(keys)
         lost = sum(1 for k in acked if k[3] < end.get(k[:3], 0) and k not in present)
-        ahead = sum(1 for q, off in group.items() if off is not None and off > end.get(q, 0))
         # The producer's record is taken after the sink was read: every row there was
         # stored before, so its send is acknowledged by now, or in flight, or failed.
         sent, unsure = self.producer.bodies()
@@ -510,15 +635,37 @@ class Rig:
                                 required=lambda k: k[3] < end.get(k[:3], 0), optional=unsure)
         return Check(len(keys), len(keys) - len(present), lost, ahead, sum(end.values()), bodies)
 
+    def check_output(self) -> tuple[Check, dict[OutQueue, list[bytes]]]:
+        """The exactly-once pipeline's output topic, read back whole, against the producer:
+        each acknowledged body of the committed range exactly once, any other send's (a
+        later batch being committed, a send of unknown outcome) at most once, nothing else;
+        each sharding key on one queue in source order. Returns the check and the output
+        (queue -> bodies in offset order)."""
+        end, ahead = self.committed()
+        # read after the checkpoint: every batch it marks done is committed in the topic
+        output = {(q.broker_name, q.queue_id): [m.payload() for m in msgs]
+                  for q, msgs in read_topic(self.admin, OUT_TOPIC, READER_GROUP).items()}
+        # read after the output: each body there was sent before, acknowledged or unsure
+        sent, unsure = self.producer.bodies()
+        expected = Counter(d for k, d in sent.items() if k[3] < end.get(k[:3], 0))
+        optional = [d for k, d in sent.items() if k[3] >= end.get(k[:3], 0)] + unsure
+        bodies = compare_digests(expected, (digest(b) for msgs in output.values() for b in msgs),
+                                 optional=optional)
+        disorder = keys_out_of_order(output, {d: k for k, d in sent.items()})
+        check = Check(bodies.rows, bodies.duplicated, bodies.missing, ahead, sum(end.values()),
+                      bodies, len(disorder))
+        return check, output
+
 
 # ------------------------------------------------------------------ the cycles
 
 def run(cycles: int, seed: int, work: Path, *, victims: tuple[str, ...] = VICTIMS,
-        out: Callable[[str], None] = print) -> list[dict[str, object]]:
+        pipeline: str = PARQUET, out: Callable[[str], None] = print) -> list[dict[str, object]]:
     rng = random.Random(seed)
-    rig = Rig(work)
+    rig = Rig(work, pipeline=pipeline)
+    eo = pipeline == EXACTLY_ONCE
     rows: list[dict[str, object]] = []
-    out(f"chaos: {cycles} cycles, seed {seed}, work {work}")
+    out(f"chaos: {cycles} cycles, seed {seed}, pipeline {pipeline}, work {work}")
     try:
         rig.start()
         for cycle in range(1, cycles + 1):
@@ -539,6 +686,9 @@ def run(cycles: int, seed: int, work: Path, *, victims: tuple[str, ...] = VICTIM
                    "bad bodies": c.bodies.bad, "recovery s": round(recovery, 1),
                    "driver restarts": rig.driver.starts - starts - (victim == "driver"),
                    "failed tasks": rig.driver.task_failures() - failed_tasks}
+            if eo:
+                row["keys out of order"] = c.out_of_order
+                row["C++ queues differ"] = "-"          # read with the C++ client at the end only
             rows.append(row)
             out(f"cycle {cycle}: " + ", ".join(f"{k}={v}" for k, v in row.items()))
             if not c.bodies.ok:
@@ -546,17 +696,27 @@ def run(cycles: int, seed: int, work: Path, *, victims: tuple[str, ...] = VICTIM
         rig.producer.stop()
         acked = rig.producer.acked()
         rig.wait_caught_up(acked, 180)
-        final = rig.check(acked)
+        final, output = rig.check_output() if eo else (rig.check(acked), {})
         out(f"final: rows={final.rows} acked={len(acked)} lost={final.lost} "
             f"duplicated={final.duplicated} broker>chk={final.broker_ahead} "
             f"bad bodies={final.bodies.bad} "
-            f"producer failures={rig.producer.failures} sidecar dir={rig.sidecar_dir}")
+            + (f"keys out of order={final.out_of_order} " if eo else "")
+            + f"producer failures={rig.producer.failures} sidecar dir={rig.sidecar_dir}")
         out(final.bodies.report())
-        rows.append({"cycle": "end", "killed": "-", "rows": final.rows, "acked": len(acked),
-                     "lost": final.lost, "duplicated": final.duplicated,
-                     "broker>chk": final.broker_ahead, "bad bodies": final.bodies.bad,
-                     "recovery s": 0.0, "driver restarts": 0,
-                     "failed tasks": rig.driver.task_failures()})
+        end = {"cycle": "end", "killed": "-", "rows": final.rows, "acked": len(acked),
+               "lost": final.lost, "duplicated": final.duplicated,
+               "broker>chk": final.broker_ahead, "bad bodies": final.bodies.bad,
+               "recovery s": 0.0, "driver restarts": 0,
+               "failed tasks": rig.driver.task_failures()}
+        if eo:
+            end["keys out of order"] = final.out_of_order
+            # a second reader: the C++ client must see the very bodies ours saw, queue by queue
+            rig.driver.kill()            # no driver starts after this: HOME changes below
+            differ = cpp_mismatches(rig.broker.namesrv_addr, OUT_TOPIC, output, work / "cpp-home")
+            out("C++ read back: " + ("skipped (no rocketmq package)" if differ is None else
+                                     f"{differ} queues differ from ours"))
+            end["C++ queues differ"] = "skipped" if differ is None else differ
+        rows.append(end)
     finally:
         rig.close()
     return rows
@@ -573,6 +733,9 @@ def main(argv: list[str] | None = None) -> int:
                                                 "removed afterwards)")
     p.add_argument("--victims", default=",".join(VICTIMS),
                    help=f"comma-separated processes to choose from (default {','.join(VICTIMS)})")
+    p.add_argument("--pipeline", choices=PIPELINES, default=PARQUET,
+                   help="parquet (default): the source into a parquet file sink; exactly-once: "
+                        f"into the rocketmq sink, deliveryGuarantee=exactly-once, topic {OUT_TOPIC}")
     args = p.parse_args(argv)
     if args.cycles < 1:
         p.error(f"--cycles must be >= 1, got {args.cycles}")
@@ -583,17 +746,21 @@ def main(argv: list[str] | None = None) -> int:
     seed = args.seed if args.seed is not None else random.randrange(1 << 30)
     work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="rmq-chaos-"))
     try:
-        rows = run(args.cycles, seed, work, victims=victims)
+        rows = run(args.cycles, seed, work, victims=victims, pipeline=args.pipeline)
     finally:
         if not args.work:
             shutil.rmtree(work, ignore_errors=True)
     print(table(rows))
     # each check covers everything so far: the worst cycle is the figure
-    worst = {k: max(int(r[k]) for r in rows)  # type: ignore[call-overload]
-             for k in ("lost", "duplicated", "broker>chk", "bad bodies")}
+    figures = ("lost", "duplicated", "broker>chk", "bad bodies") + \
+        (("keys out of order",) if args.pipeline == EXACTLY_ONCE else ())
+    worst = {k: max(int(r[k]) for r in rows) for k in figures}  # type: ignore[call-overload]
+    cpp = rows[-1].get("C++ queues differ")
     print(f"RESULT cycles={args.cycles} lost={worst['lost']} duplicated={worst['duplicated']} "
-          f"broker_ahead={worst['broker>chk']} bad_bodies={worst['bad bodies']}")
-    return 1 if any(worst.values()) else 0
+          f"broker_ahead={worst['broker>chk']} bad_bodies={worst['bad bodies']}"
+          + (f" out_of_order_keys={worst['keys out of order']} cpp_queues_differ={cpp}"
+             if args.pipeline == EXACTLY_ONCE else ""))
+    return 1 if any(worst.values()) or isinstance(cpp, int) and cpp > 0 else 0
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@ of mismatch is counted as, and that the report names where and which digests."""
 
 from __future__ import annotations
 
-from bench.chaos import Key, compare_bodies, compare_digests, digest
+from bench.chaos import Key, compare_bodies, compare_digests, digest, keys_out_of_order
 
 T = "t"
 
@@ -61,3 +61,16 @@ def test_digests_without_positions_for_an_output_topic() -> None:
     assert (check.missing, check.duplicated, check.unexpected) == (1, 1, 0)
     assert "missing: expected" in check.report() and "duplicated: expected" in check.report()
     assert compare_digests({a: 1}, [a, b]).unexpected == 1
+
+
+def test_keys_spread_over_queues_or_out_of_source_order_are_named() -> None:
+    """The exactly-once pipeline's order check: bodies ``key:n``, sent at source offset n."""
+    bodies = {k: [f"{k}:{n}".encode() for n in range(3)] for k in ("k0", "k1", "k2", "k3")}
+    sent_at = {digest(b): (T, "broker-a", 0, n) for msgs in bodies.values() for n, b in enumerate(msgs)}
+    q0, q1 = ("broker-a", 0), ("broker-a", 1)
+    stray = b"k0:unacknowledged"       # no known position: left out of the order
+    output = {q0: [stray] + bodies["k0"] + [bodies["k1"][1], bodies["k1"][0], bodies["k1"][2]]
+              + bodies["k2"][:2],
+              q1: bodies["k2"][2:] + bodies["k3"]}
+    assert keys_out_of_order(output, sent_at) == ["k1", "k2"]       # k1 swapped, k2 on two queues
+    assert keys_out_of_order({q0: bodies["k0"][:2], q1: bodies["k3"]}, sent_at) == []  # a prefix is fine
