@@ -35,6 +35,9 @@ _CHANNEL_OPTIONS = GRPC_OPTIONS + (
     ("grpc.initial_reconnect_backoff_ms", 100),
     ("grpc.min_reconnect_backoff_ms", 100),
     ("grpc.max_reconnect_backoff_ms", 1000),
+    # gRPC shares subchannels between channels with the same arguments: a new channel would
+    # inherit the dead sidecar's reconnect backoff and its last error, and fail at once
+    ("grpc.use_local_subchannel_pool", 1),
 )
 _channels: dict[tuple[int, str], grpc.Channel] = {}
 _channels_mutex = threading.Lock()

@@ -35,7 +35,7 @@ from typing import Callable, Iterable, Sequence
 
 from rocketmq_spark.client import MQClient
 from rocketmq_spark.client.transport import PendingCall
-from rocketmq_spark.errors import ConfigError, TransportError
+from rocketmq_spark.errors import ConfigError, RocketMQError, TransportError
 from rocketmq_spark.remoting.codes import TransactionState
 from rocketmq_spark.remoting.command import RemotingCommand
 from rocketmq_spark.remoting.headers import CheckTransactionStateRequestHeader
@@ -220,7 +220,12 @@ class Transactions:
         if tag is None or not group:
             log.info("check-back for %s: not a half message of this sink; left unanswered", header.msg_id)
             return
-        state = self.state_of(client, tag)
+        try:
+            state = self.state_of(client, tag)
+        except RocketMQError as exc:       # the broker asks again at its next check
+            log.info("check-back for %s of %s batch %d: the transaction log cannot be read now "
+                     "(%s); left to the next check", header.msg_id, tag.txn_id, tag.batch, exc)
+            return
         name = {TransactionState.COMMIT: "COMMIT", TransactionState.ROLLBACK: "ROLLBACK",
                 TransactionState.UNKNOWN: "UNKNOWN"}[state]
         log.info("check-back for half message %s of %s batch %d attempt %s: %s", header.msg_id,

@@ -261,3 +261,21 @@ def test_a_restarted_sidecar_is_reachable_at_once(tmp_path: Path) -> None:
         assert SidecarClient(address).health(timeout=5).pid == os.getpid()
     finally:
         second.stop(grace=0)
+
+
+def test_a_new_channel_does_not_inherit_a_dead_sidecar_s_backoff(tmp_path: Path) -> None:
+    """gRPC shares subchannels between channels with the same arguments: without a local
+    subchannel pool, a fresh channel to a restarted sidecar failed at once with the dead
+    one's error while the old subchannel waited out its reconnect backoff."""
+    address = f"unix:{tmp_path / 's.sock'}"
+    first = SidecarServer(address)
+    client = SidecarClient(address)
+    assert client.health().pid == os.getpid()
+    first.stop(grace=0)
+    with pytest.raises(SidecarUnavailable):        # the old subchannel now backs off
+        client.health(timeout=2)
+    second = SidecarServer(address)                # back at once, within that backoff
+    try:
+        assert SidecarClient(address).health(timeout=2).pid == os.getpid()
+    finally:
+        second.stop(grace=0)
