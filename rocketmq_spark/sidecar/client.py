@@ -16,7 +16,7 @@ import grpc
 import pyarrow as pa
 
 from rocketmq_spark.remoting.route import MessageQueue
-from rocketmq_spark.sidecar import arrow
+from rocketmq_spark.sidecar import arrow, shm
 from rocketmq_spark.sidecar import converters as cv
 from rocketmq_spark.sidecar.model import (DEFAULT_MAX_ROWS_PER_BATCH, DEFAULT_PULL_BATCH_SIZE,
                                           SIDECAR_GROUP, Cluster, CommitOutcome, HealthInfo, Outgoing,
@@ -153,13 +153,29 @@ class SidecarClient:
                      pull_batch_size: int = DEFAULT_PULL_BATCH_SIZE,
                      max_rows_per_batch: int = DEFAULT_MAX_ROWS_PER_BATCH,
                      fail_on_data_loss: bool = True,
-                     restore_retry_topic_of: str | None = None) -> Iterator[pa.RecordBatch]:
+                     restore_retry_topic_of: str | None = None,
+                     shared_memory: bool | None = None) -> Iterator[pa.RecordBatch]:
         """Rows of ``[start, end)`` of ``queue`` (``arrow.SOURCE_SCHEMA``), decoded batch by
-        batch as the stream arrives; an empty range yields nothing."""
+        batch as the stream arrives; an empty range yields nothing. ``shared_memory``
+        (default: when the sidecar listens on a Unix socket, so shares this host) has the
+        batches handed over as files in shared memory instead of bytes in the stream."""
+        local = self.address.startswith("unix:") if shared_memory is None else shared_memory
         spec = PullSpec(queue, start, end, consumer_group or SIDECAR_GROUP, sub_expression,
                         pull_batch_size, max_rows_per_batch, fail_on_data_loss,
-                        restore_retry_topic_of or None)
+                        restore_retry_topic_of or None, shared_memory=local)
+        if local:
+            return self._shm_batches(cluster, spec)
         return arrow.read_ipc_chunks(self.pull_chunks(cluster, spec))
+
+    def _shm_batches(self, cluster: Cluster | str, spec: PullSpec) -> Iterator[pa.RecordBatch]:
+        stream = self._stub.Pull(cv.pull_request_to_pb(Cluster.of(cluster), spec))
+        try:
+            for chunk in stream:
+                yield from shm.read_batches(chunk.shm_path)
+        except grpc.RpcError as err:
+            raise self._error(err) from None
+        finally:
+            stream.cancel()
 
     def commit_offsets(self, cluster: Cluster | str, consumer_group: str,
                        offsets: Mapping[MessageQueue, int]) -> None:

@@ -113,7 +113,8 @@ def pull_spec_from_pb(r: pb.PullRequest) -> PullSpec:
                     pull_batch_size=r.pull_batch_size or DEFAULT_PULL_BATCH_SIZE,
                     max_rows_per_batch=r.max_rows_per_batch or DEFAULT_MAX_ROWS_PER_BATCH,
                     fail_on_data_loss=r.fail_on_data_loss,
-                    restore_retry_topic_of=_opt(r.restore_retry_topic_of))
+                    restore_retry_topic_of=_opt(r.restore_retry_topic_of),
+                    shared_memory=r.shared_memory)
 
 
 def pull_request_to_pb(cluster: Cluster, s: PullSpec) -> pb.PullRequest:
@@ -122,7 +123,8 @@ def pull_request_to_pb(cluster: Cluster, s: PullSpec) -> pb.PullRequest:
                           sub_expression=s.sub_expression, pull_batch_size=s.pull_batch_size,
                           max_rows_per_batch=s.max_rows_per_batch,
                           fail_on_data_loss=s.fail_on_data_loss,
-                          restore_retry_topic_of=s.restore_retry_topic_of or "")
+                          restore_retry_topic_of=s.restore_retry_topic_of or "",
+                          shared_memory=s.shared_memory)
 
 
 # ---------------------------------------------------------------- send

@@ -84,6 +84,7 @@ class PullSpec:
     max_rows_per_batch: int = DEFAULT_MAX_ROWS_PER_BATCH
     fail_on_data_loss: bool = True
     restore_retry_topic_of: str | None = None
+    shared_memory: bool = False           # batches as files in shared memory (same host)
 
     def __post_init__(self) -> None:
         if self.start < 0 or self.end < self.start:

@@ -160,6 +160,8 @@ class SidecarServer:
         pb_grpc.add_SidecarServicer_to_server(SidecarServicer(self.service), self._server)
         self._socket_inode: int | None = None
         self.socket_path = addr.path
+        if addr.path is not None:                 # shared-memory files fall back to its directory
+            self.service.runtime_dir = addr.path.parent
         self.address = self._bind(addr)
         self._server.start()
         self._stopped = False

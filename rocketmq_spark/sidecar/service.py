@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import logging
 import os
+import tempfile
 import threading
 import time
+from pathlib import Path
 from typing import Callable, Iterable, Iterator, Mapping, Sequence
 
 import pyarrow as pa
@@ -23,7 +25,7 @@ from rocketmq_spark.remoting.message import (PROP_UNIQ_KEY, HostPort, MessageExt
                                              parse_subscription)
 from rocketmq_spark.remoting.codes import RequestCode
 from rocketmq_spark.remoting.route import MessageQueue
-from rocketmq_spark.sidecar import arrow, columnar, offsets, send
+from rocketmq_spark.sidecar import arrow, columnar, offsets, send, shm
 from rocketmq_spark.sidecar.locks import LOCK_LEASE, LOCK_RENEW_INTERVAL, LockKeeper, LockKey
 from rocketmq_spark.sidecar.model import (API_VERSION, TAG_PROPERTY, Cluster, CommitOutcome, HealthInfo,
                                           Outgoing, PullSpec, SendBackItem, TxnRef, TxnTag, queue_name)
@@ -66,6 +68,8 @@ class SidecarService:
         self.txns = Transactions()
         self.producers = ProducerKeeper(self.client)
         self._answering: set[Cluster] = set()      # clusters whose client answers check-backs
+        self.runtime_dir = Path(tempfile.gettempdir())   # set by the server to its own directory
+        self._last_sweep = 0.0
         self.locks = LockKeeper(self._lock_batch, interval=lock_interval,
                                 lease=max(LOCK_LEASE, 3 * lock_interval))
         # Queues each owner locked without keep_renewed, so "unlock all" finds them too.
@@ -184,6 +188,21 @@ class SidecarService:
                                  spec.queue.broker_name, spec.restore_retry_topic_of)
         batches = columnar.BodyBatcher(window, spec.max_rows_per_batch).batches(bodies)
         return arrow.ipc_chunks(self._served(spec, batches))
+
+    def pull_files(self, cluster: Cluster, spec: PullSpec) -> Iterator[str]:
+        """The range as files in shared memory, one per record batch (``shm``)."""
+        directory = shm.shm_dir(self.runtime_dir)
+        if time.monotonic() - self._last_sweep > shm.STALE_SECONDS / 2:
+            self._last_sweep = time.monotonic()
+            shm.sweep(directory)
+        client = self.client(cluster)
+        bodies = read_range(client, spec, self.pull_policy)
+        if pipeline_depth(client, spec, self.pull_policy) == 1:
+            bodies = readahead(bodies, PULL_READAHEAD)
+        window = columnar.Window(spec.start, spec.end, parse_subscription(spec.sub_expression),
+                                 spec.queue.broker_name, spec.restore_retry_topic_of)
+        batches = columnar.BodyBatcher(window, spec.max_rows_per_batch).batches(bodies)
+        return shm.batch_files(self._served(spec, batches), directory)
 
     def _served(self, spec: PullSpec, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         """Pass ``batches`` through; once the range is read whole, count it and log one line

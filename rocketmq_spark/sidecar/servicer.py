@@ -100,12 +100,19 @@ class SidecarServicer(pb_grpc.SidecarServicer):
 
     @grpc_errors
     def Pull(self, request: pb.PullRequest, context: grpc.ServicerContext) -> Iterator[pb.ArrowChunk]:
-        chunks = self.service.pull(cv.cluster_from_pb(request.cluster), cv.pull_spec_from_pb(request))
+        spec = cv.pull_spec_from_pb(request)
+        cluster = cv.cluster_from_pb(request.cluster)
+        if spec.shared_memory:
+            chunks: Iterator[Any] = self.service.pull_files(cluster, spec)
+            wrap: Callable[[Any], pb.ArrowChunk] = lambda path: pb.ArrowChunk(shm_path=path)  # noqa: E731
+        else:
+            chunks = self.service.pull(cluster, spec)
+            wrap = lambda data: pb.ArrowChunk(ipc=data)  # noqa: E731
         try:
-            for data in chunks:
+            for item in chunks:
                 if not context.is_active():   # the reader went away: stop pulling
                     return
-                yield pb.ArrowChunk(ipc=data)
+                yield wrap(item)
         finally:
             close = getattr(chunks, "close", None)
             if close is not None:

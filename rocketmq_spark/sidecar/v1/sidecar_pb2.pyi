@@ -165,7 +165,7 @@ class UnlockResponse(_message.Message):
     def __init__(self) -> None: ...
 
 class PullRequest(_message.Message):
-    __slots__ = ("cluster", "consumer_group", "queue", "start_offset", "end_offset", "sub_expression", "pull_batch_size", "max_rows_per_batch", "fail_on_data_loss", "restore_retry_topic_of")
+    __slots__ = ("cluster", "consumer_group", "queue", "start_offset", "end_offset", "sub_expression", "pull_batch_size", "max_rows_per_batch", "fail_on_data_loss", "restore_retry_topic_of", "shared_memory")
     CLUSTER_FIELD_NUMBER: _ClassVar[int]
     CONSUMER_GROUP_FIELD_NUMBER: _ClassVar[int]
     QUEUE_FIELD_NUMBER: _ClassVar[int]
@@ -176,6 +176,7 @@ class PullRequest(_message.Message):
     MAX_ROWS_PER_BATCH_FIELD_NUMBER: _ClassVar[int]
     FAIL_ON_DATA_LOSS_FIELD_NUMBER: _ClassVar[int]
     RESTORE_RETRY_TOPIC_OF_FIELD_NUMBER: _ClassVar[int]
+    SHARED_MEMORY_FIELD_NUMBER: _ClassVar[int]
     cluster: Cluster
     consumer_group: str
     queue: MessageQueue
@@ -186,13 +187,16 @@ class PullRequest(_message.Message):
     max_rows_per_batch: int
     fail_on_data_loss: bool
     restore_retry_topic_of: str
-    def __init__(self, cluster: _Optional[_Union[Cluster, _Mapping]] = ..., consumer_group: _Optional[str] = ..., queue: _Optional[_Union[MessageQueue, _Mapping]] = ..., start_offset: _Optional[int] = ..., end_offset: _Optional[int] = ..., sub_expression: _Optional[str] = ..., pull_batch_size: _Optional[int] = ..., max_rows_per_batch: _Optional[int] = ..., fail_on_data_loss: _Optional[bool] = ..., restore_retry_topic_of: _Optional[str] = ...) -> None: ...
+    shared_memory: bool
+    def __init__(self, cluster: _Optional[_Union[Cluster, _Mapping]] = ..., consumer_group: _Optional[str] = ..., queue: _Optional[_Union[MessageQueue, _Mapping]] = ..., start_offset: _Optional[int] = ..., end_offset: _Optional[int] = ..., sub_expression: _Optional[str] = ..., pull_batch_size: _Optional[int] = ..., max_rows_per_batch: _Optional[int] = ..., fail_on_data_loss: _Optional[bool] = ..., restore_retry_topic_of: _Optional[str] = ..., shared_memory: _Optional[bool] = ...) -> None: ...
 
 class ArrowChunk(_message.Message):
-    __slots__ = ("ipc",)
+    __slots__ = ("ipc", "shm_path")
     IPC_FIELD_NUMBER: _ClassVar[int]
+    SHM_PATH_FIELD_NUMBER: _ClassVar[int]
     ipc: bytes
-    def __init__(self, ipc: _Optional[bytes] = ...) -> None: ...
+    shm_path: str
+    def __init__(self, ipc: _Optional[bytes] = ..., shm_path: _Optional[str] = ...) -> None: ...
 
 class CommitOffsetsRequest(_message.Message):
     __slots__ = ("cluster", "consumer_group", "offsets")

@@ -1,0 +1,136 @@
+"""What reading RocketMQ costs the Spark host: CPU per message and throughput, against the
+prebuilt-Arrow Python source of the same schema (the ceiling of any Python source).
+
+    python bench/host_cost_bench.py [--messages N] [--size BYTES] [--queues Q] [--runs R]
+                                    [--pull-batch-size N]
+
+The broker runs in a subprocess pinned to CPU 1 (as a remote broker would: its CPU is not
+the Spark host's); this process pins itself to CPU 0 before Spark starts, so Spark's JVM,
+its Python workers and the sidecar they start all run on CPU 0. N messages of SIZE bytes
+(default 1,000,000 of 100 B, 4 queues, 32 messages a pull: Apache's default cap) are read
+with Trigger.AvailableNow into ``noop`` by the rocketmq source, and the same number of rows
+by ``ceiling_source.py``; each is run R times (best kept) after a small warm-up. CPU time is
+CPU 0's busy time from /proc/stat over the run (the broker's CPU excluded by the pinning).
+Prints rows/s, microseconds of host CPU per message, and the two ratios of the goal:
+CPU per message ours / ceiling (goal <= 1.3) and throughput ours / ceiling (goal >= 0.8).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import uuid
+from pathlib import Path
+from typing import Any
+
+from ceiling_source import ceiling_df
+from common import BrokerProcess, Timer, cpu_spent, produce_fast, table  # also puts the project root on sys.path
+
+from rocketmq_spark.client import ClientConfig, MQClient
+
+HOST_CPU, BROKER_CPU = 0, 1
+
+
+def cpu_busy(cpu: int) -> float:
+    """Seconds CPU ``cpu`` spent busy since boot (/proc/stat: all but idle and iowait)."""
+    for line in Path("/proc/stat").read_text().splitlines():
+        if line.startswith(f"cpu{cpu} "):
+            ticks = [int(x) for x in line.split()[1:]]
+            idle = ticks[3] + ticks[4]
+            return (sum(ticks[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+    raise RuntimeError(f"no cpu{cpu} in /proc/stat")
+
+
+def spark_session() -> Any:
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    s = (SparkSession.builder.master("local[2]").appName("rocketmq-host-cost")
+         .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
+         .config("spark.python.worker.reuse", "true").getOrCreate())
+    s.sparkContext.setLogLevel("ERROR")
+    return s
+
+
+def run(df: Any, ck: str) -> tuple[float, float, int]:
+    """AvailableNow into noop: (wall seconds, CPU-0 seconds, rows)."""
+    before = cpu_busy(HOST_CPU)
+    with Timer() as t:
+        q = df.writeStream.format("noop").option("checkpointLocation", ck).trigger(availableNow=True).start()
+        q.awaitTermination()
+    if q.exception() is not None:
+        raise RuntimeError(f"query failed: {q.exception()}")
+    return t.seconds, cpu_busy(HOST_CPU) - before, sum(p["numInputRows"] for p in q.recentProgress)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--messages", type=int, default=1_000_000)
+    p.add_argument("--size", type=int, default=100)
+    p.add_argument("--queues", type=int, default=4)
+    p.add_argument("--runs", type=int, default=2)
+    p.add_argument("--pull-batch-size", type=int, default=32)
+    args = p.parse_args(argv)
+    if len(os.sched_getaffinity(0)) < 2:
+        raise SystemExit("needs two CPUs: one for the broker, one for the Spark host")
+    n = args.messages
+    root = Path(tempfile.mkdtemp(prefix="rmq-host-cost-"))
+    sidecar_dir = root / "sidecar"
+    sidecar_dir.mkdir(mode=0o700)
+    os.environ["ROCKETMQ_SPARK_SIDECAR_DIR"] = str(sidecar_dir)
+    os.sched_setaffinity(0, {BROKER_CPU})          # the broker subprocess inherits CPU 1
+    broker = BrokerProcess(root / "data", log=root / "broker.log").start()
+    try:
+        mq = MQClient(ClientConfig.parse(broker.namesrv_addr))
+        topics = {k: f"hc_{k}_{uuid.uuid4().hex[:6]}" for k in ("warm", "main")}
+        for t in topics.values():
+            mq.create_topic(t, queues=args.queues)
+        produce_fast(mq, sorted(mq.publish_queues(topics["warm"], refresh=True)), 20_000, args.size)
+        produce_fast(mq, sorted(mq.publish_queues(topics["main"], refresh=True)), n, args.size)
+        mq.close()
+        os.sched_setaffinity(0, {HOST_CPU})         # Spark, its workers and the sidecar: CPU 0
+        spark = spark_session()
+
+        def ours(topic: str) -> Any:
+            return (spark.readStream.format("rocketmq").option("nameServer", broker.namesrv_addr)
+                    .option("topic", topic).option("consumerGroup", f"hc_{uuid.uuid4().hex[:8]}")
+                    .option("startingOffsets", "earliest").option("pullBatchSize", args.pull_batch_size)
+                    .load())
+
+        run(ours(topics["warm"]), str(root / "ck-warm-ours"))
+        run(ceiling_df(spark, 20_000), str(root / "ck-warm-ceiling"))
+        results: dict[str, list[tuple[float, float, int]]] = {"rocketmq": [], "ceiling": []}
+        splits: dict[str, list[dict[str, float]]] = {"rocketmq": [], "ceiling": []}
+        for i in range(args.runs):
+            with cpu_spent(str(sidecar_dir)) as spent:
+                results["rocketmq"].append(run(ours(topics["main"]), str(root / f"ck-ours-{i}")))
+            splits["rocketmq"].append(dict(spent))
+            with cpu_spent(str(sidecar_dir)) as spent:
+                results["ceiling"].append(run(ceiling_df(spark, n), str(root / f"ck-ceiling-{i}")))
+            splits["ceiling"].append(dict(spent))
+        spark.stop()
+    finally:
+        broker.stop()
+    best = {k: min(v, key=lambda r: r[0]) for k, v in results.items()}
+    rows = []
+    for k, (wall, cpu, got) in best.items():
+        if got != n:
+            raise RuntimeError(f"{k} read {got} rows, not {n}")
+        rows.append({"source": k, "rows": got, "wall s": wall, "rows/s": got / wall,
+                     "host CPU s": cpu, "us CPU/msg": cpu / got * 1e6})
+    print(table(rows))
+    for k, runs in splits.items():     # of the best run: where the host CPU went, per message
+        i = results[k].index(best[k])
+        parts = ", ".join(f"{role} {sec / n * 1e6:.2f}" for role, sec in runs[i].items()
+                          if role != "broker" and sec > 0)
+        print(f"{k}: us CPU per message by process: {parts}")
+    (ow, oc, _), (cw, cc, _) = best["rocketmq"], best["ceiling"]
+    print(f"\nCPU per message ours / ceiling: {oc / cc:.2f} (goal <= 1.3)")
+    print(f"throughput ours / ceiling: {cw / ow:.2f} (goal >= 0.8)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
