@@ -276,3 +276,53 @@ def test_readahead_stops_its_thread_when_the_consumer_stops() -> None:
             t.join(timeout=10)
             assert not t.is_alive()
     assert len(produced) < 10
+
+
+# ------------------------------------------------------------------ the compiled decoder
+
+def test_the_compiled_decoder_is_built_by_the_install() -> None:
+    assert columnar._compiled is not None, "pip install . did not build rocketmq_spark/sidecar/_fastcolumnar.c"
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(bodies(), WINDOWS)
+def test_compiled_path_equals_the_numpy_path(messages: list[MessageExt], window: Window) -> None:
+    data = b"".join(encode_message(m) for m in messages)
+    starts = columnar.record_starts(data)
+    assert starts == columnar._record_starts(data)
+    try:
+        numpy_batch, numpy_offsets, numpy_tags = columnar._decode_fast(data, starts, window)
+    except columnar._Fallback:
+        return
+    batch, offsets, tags = columnar._decode_compiled(data, starts, window)
+    assert same(batch, numpy_batch)
+    assert offsets.tolist() == numpy_offsets.tolist() and tags.to_pylist() == numpy_tags.to_pylist()
+
+
+def _with_properties(text: str, offset: int) -> bytes:
+    """A record whose properties text is ``text`` exactly (any separators)."""
+    raw = bytearray(encode_message(MessageExt(topic="t", body=b"b", queue_offset=offset, properties={"P": "x"})))
+    old = "P\x01x".encode()
+    props = text.encode()
+    raw = raw[:-len(old) - 2] + len(props).to_bytes(2, "big") + props
+    raw[0:4] = len(raw).to_bytes(4, "big")
+    return bytes(raw)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(PROPERTY_TEXT, min_size=1, max_size=8))
+def test_compiled_property_maps_keep_what_the_per_message_decoder_keeps(texts: list[str]) -> None:
+    data = b"".join(_with_properties(t, i) for i, t in enumerate(texts))
+    window = Window(0, 100, broker="broker-a")
+    got, _ = decode_body(data, window)
+    assert same(got, reference(data, window))
+
+
+def test_a_damaged_body_gives_the_same_error_either_way() -> None:
+    data = b"".join(encode_message(MessageExt(topic="t", body=b"%d" % i, queue_offset=i)) for i in range(3))
+    for bad in (data[:-1], data[:3], b"\x00\x00\x00\x02" + data):
+        with pytest.raises(RemoteProtocolError) as compiled:
+            columnar.record_starts(bad)
+        with pytest.raises(RemoteProtocolError) as pure:
+            columnar._record_starts(bad)
+        assert str(compiled.value) == str(pure.value)
