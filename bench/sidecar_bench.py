@@ -9,8 +9,11 @@ reads every queue's whole range on T threads at a time, two ways:
 
 * ``pull + Arrow``: ``SidecarService.pull``, what a task gets: pipelined pulls, the
   columnar decode into Arrow record batches, the Arrow IPC stream in chunks;
-* ``pulls only`` (the reference): the same ranges through ``read_range`` alone, the pull
-  bodies dropped undecoded: what the per-pull work (request, response, transport) costs.
+* ``pulls only`` (the reference): the same ranges' pulls alone, as the sidecar makes them
+  (a connection of each range's own, answered in its thread: ``client/direct.py``), the
+  pull bodies dropped undecoded: what the per-pull work (request, response, I/O) costs;
+* ``pulls only, shared transport``: the same over the client's shared, multiplexed
+  connections (a reader thread and a future per pull), what the sidecar used before.
 
 Prints messages/s and this process's CPU microseconds per message for each (the broker's
 CPU is its own process's), and the share of the CPU the pulls take.
@@ -77,7 +80,12 @@ def main(argv: list[str] | None = None) -> int:
                 pass
             return spec.end - spec.start
 
-        def pulls(spec: PullSpec) -> int:
+        def pulls(spec: PullSpec) -> int:          # the sidecar's own pull path (direct connections)
+            for _ in service._range(service.client(cluster), spec):
+                pass
+            return spec.end - spec.start
+
+        def shared(spec: PullSpec) -> int:         # the same pulls over the shared transport
             for _ in read_range(service.client(cluster), spec, service.pull_policy):
                 pass
             return spec.end - spec.start
@@ -85,7 +93,8 @@ def main(argv: list[str] | None = None) -> int:
         try:
             run([PullSpec(ranges[0].queue, 0, min(2_000, ranges[0].end))], 1, arrow)    # connect, warm up
             best = {name: min((run(ranges, args.threads, fn) for _ in range(args.rounds)), key=lambda r: r[1])
-                    for name, fn in (("pull + Arrow", arrow), ("pulls only", pulls))}
+                    for name, fn in (("pull + Arrow", arrow), ("pulls only", pulls),
+                                     ("pulls only, shared transport", shared))}
         finally:
             service.close()
 

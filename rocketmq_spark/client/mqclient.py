@@ -26,6 +26,7 @@ from rocketmq_spark.client import pull as pull_codec
 from rocketmq_spark.client.acl import Signer
 from rocketmq_spark.client.calls import check, request
 from rocketmq_spark.client.config import ClientConfig
+from rocketmq_spark.client.direct import DirectConnection, DirectPuller
 from rocketmq_spark.client.ids import UniqIdGenerator
 from rocketmq_spark.client.routes import NameServers, RouteCache
 from rocketmq_spark.client.transport import PendingCall, RequestHandler, Transport
@@ -48,6 +49,7 @@ from rocketmq_spark.structs import HalfMessage, Message, PullResult, SendResult
 log = logging.getLogger(__name__)
 
 DEFAULT_PRODUCER_GROUP = "rocketmq_spark_producer"
+DIRECT_IDLE = 4          # idle direct pull connections kept per broker
 _SEND_FAILOVER = (BrokerError, TransportError)
 
 
@@ -76,8 +78,16 @@ class MQClient:
         self._lock = threading.Lock()
         self._round_robin: dict[str, itertools.count[int]] = {}
         self._pull_broker_id: dict[MessageQueue, int] = {}
+        self._direct_idle: dict[str, list[DirectConnection]] = {}
+        self._closed = False
 
     def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            idle = [c for conns in self._direct_idle.values() for c in conns]
+            self._direct_idle.clear()
+        for conn in idle:
+            conn.close()
         self._transport.close()
 
     def __enter__(self) -> "MQClient":
@@ -314,6 +324,26 @@ class MQClient:
         if timeout is None:
             timeout = pull_codec.pull_timeout(suspend_ms, self.config.request_timeout)
         return PendingPull(self, queue, self._transport.submit(addr, cmd, timeout), expression, addr, decode)
+
+    def direct_puller(self, queue: MessageQueue) -> "DirectPuller":
+        """Pulls of ``queue``'s broker (its master) over a connection of their own, answered
+        in the calling thread (``client/direct.py``): for one thread reading a range."""
+        addr = self.master_addr(queue.topic, queue.broker_name)
+        with self._lock:
+            idle = self._direct_idle.get(addr)
+            conn = idle.pop() if idle else None
+        if conn is None:
+            conn = DirectConnection(addr, timeout=self.config.request_timeout, tls=self._transport.tls)
+        return DirectPuller(conn, request_timeout=self.config.request_timeout,
+                            sign=self._transport.rpc_hook, give_back=self._give_back)
+
+    def _give_back(self, conn: DirectConnection) -> None:
+        with self._lock:
+            idle = self._direct_idle.setdefault(conn.address, [])
+            if len(idle) < DIRECT_IDLE and not self._closed:
+                idle.append(conn)
+                return
+        conn.close()
 
     def _pull_address(self, queue: MessageQueue) -> tuple[int, str]:
         """The broker the last answer suggested for this queue if the route knows it,
