@@ -112,10 +112,18 @@ static PyObject *col_take(Column *c, Py_ssize_t rows) {
     return Py_BuildValue("(NNN)", off, dat, val);
 }
 
-static int put_host(Column *c, Py_ssize_t row, const uint8_t *p) {
-    char text[32];
-    int n = snprintf(text, sizeof text, "%u.%u.%u.%u:%d", p[0], p[1], p[2], p[3], (int)be32(p + 4));
-    return col_put(c, row, text, n);
+/* "a.b.c.d:port" of an IPv4 host + port; hosts repeat from record to record, so the last
+   one's text is kept (snprintf costs more than the rest of a record's decoding). */
+typedef struct { uint8_t raw[8]; char text[32]; int len; int valid; } HostCache;
+
+static int put_host(Column *c, Py_ssize_t row, const uint8_t *p, HostCache *cache) {
+    if (!cache->valid || memcmp(cache->raw, p, 8) != 0) {
+        cache->len = snprintf(cache->text, sizeof cache->text, "%u.%u.%u.%u:%d",
+                              p[0], p[1], p[2], p[3], (int)be32(p + 4));
+        memcpy(cache->raw, p, 8);
+        cache->valid = 1;
+    }
+    return col_put(c, row, cache->text, cache->len);
 }
 
 static const char HEX[] = "0123456789ABCDEF";
@@ -190,6 +198,7 @@ static PyObject *decode(PyObject *self, PyObject *args) {
     if (err) { PyErr_NoMemory(); goto done; }
     map_offsets[0] = 0;
     int32_t entries = 0;
+    HostCache born_cache = {{0}, {0}, 0, 0}, store_cache = {{0}, {0}, 0, 0};
 
     for (Py_ssize_t r = 0; r < n && ok; r++) {
         Py_ssize_t pos = PyLong_AsSsize_t(PySequence_Fast_GET_ITEM(seq, r));
@@ -230,8 +239,8 @@ static PyObject *decode(PyObject *self, PyObject *args) {
         rcs[nrc++] = col_put(&cols[C_OFFID], r, offid, 32);
         if (tags) rcs[nrc++] = col_put(&cols[C_TAGS], r, tags->value, tags->value_len); else col_null(&cols[C_TAGS], r);
         if (keys) rcs[nrc++] = col_put(&cols[C_KEYS], r, keys->value, keys->value_len); else col_null(&cols[C_KEYS], r);
-        rcs[nrc++] = put_host(&cols[C_BORN], r, rec + F_BORN_HOST);
-        rcs[nrc++] = put_host(&cols[C_STORE], r, rec + F_STORE_HOST);
+        rcs[nrc++] = put_host(&cols[C_BORN], r, rec + F_BORN_HOST, &born_cache);
+        rcs[nrc++] = put_host(&cols[C_STORE], r, rec + F_STORE_HOST, &store_cache);
         for (int k = 0; k < nprops; k++) {
             rcs[nrc++] = col_put(&cols[C_PNAME], entries, props[k].name, props[k].name_len);
             rcs[nrc++] = col_put(&cols[C_PVALUE], entries, props[k].value, props[k].value_len);
