@@ -92,6 +92,25 @@ class DirectConnection:
             self.sock = stream
         self._buf = bytearray()
         self.broken = False
+        self.idle_since = time.monotonic()
+
+    def alive(self, max_idle: float) -> bool:
+        """Worth reusing: idle less than ``max_idle`` s and not closed by the peer (brokers
+        close connections idle for 120 s; a peek without blocking tells)."""
+        if self.broken or time.monotonic() - self.idle_since > max_idle:
+            return False
+        raw = self.sock.sock if isinstance(self.sock, TlsStream) else self.sock
+        try:
+            raw.setblocking(False)
+            try:
+                peeked = raw.recv(1, socket.MSG_PEEK)
+            finally:
+                raw.setblocking(True)
+        except BlockingIOError:
+            return True                    # nothing to read: open, as expected
+        except OSError:
+            return False
+        return False                       # closed (b"") or bytes nobody asked for
 
     def send(self, frame: bytes, timeout: float) -> None:
         try:
@@ -222,6 +241,7 @@ class DirectPuller:
         if self._outstanding or self.conn.broken:
             self.conn.close()
         else:
+            self.conn.idle_since = time.monotonic()
             self._give_back(self.conn)
 
 

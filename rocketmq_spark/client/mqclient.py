@@ -50,6 +50,7 @@ log = logging.getLogger(__name__)
 
 DEFAULT_PRODUCER_GROUP = "rocketmq_spark_producer"
 DIRECT_IDLE = 4          # idle direct pull connections kept per broker
+DIRECT_MAX_IDLE = 60.0   # seconds; brokers close connections idle for 120 s
 _SEND_FAILOVER = (BrokerError, TransportError)
 
 
@@ -325,13 +326,19 @@ class MQClient:
             timeout = pull_codec.pull_timeout(suspend_ms, self.config.request_timeout)
         return PendingPull(self, queue, self._transport.submit(addr, cmd, timeout), expression, addr, decode)
 
-    def direct_puller(self, queue: MessageQueue) -> "DirectPuller":
+    def direct_puller(self, queue: MessageQueue, *, fresh: bool = False) -> "DirectPuller":
         """Pulls of ``queue``'s broker (its master) over a connection of their own, answered
-        in the calling thread (``client/direct.py``): for one thread reading a range."""
+        in the calling thread (``client/direct.py``): for one thread reading a range.
+        ``fresh``: a new connection, not one from the pool."""
         addr = self.master_addr(queue.topic, queue.broker_name)
-        with self._lock:
-            idle = self._direct_idle.get(addr)
-            conn = idle.pop() if idle else None
+        conn: DirectConnection | None = None
+        while not fresh:
+            with self._lock:
+                idle = self._direct_idle.get(addr)
+                conn = idle.pop() if idle else None
+            if conn is None or conn.alive(DIRECT_MAX_IDLE):
+                break
+            conn.close()
         if conn is None:
             conn = DirectConnection(addr, timeout=self.config.request_timeout, tls=self._transport.tls)
         return DirectPuller(conn, request_timeout=self.config.request_timeout,

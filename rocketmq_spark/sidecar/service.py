@@ -20,7 +20,7 @@ import pyarrow as pa
 import rocketmq_spark
 from rocketmq_spark.client import ClientConfig, MQClient
 from rocketmq_spark.client.mqclient import DEFAULT_PRODUCER_GROUP
-from rocketmq_spark.errors import ConfigError
+from rocketmq_spark.errors import ConfigError, TransportError
 from rocketmq_spark.remoting.message import (PROP_UNIQ_KEY, HostPort, MessageExt, parse_offset_msg_id,
                                              parse_subscription)
 from rocketmq_spark.remoting.codes import RequestCode
@@ -211,8 +211,19 @@ class SidecarService:
         if direct is None:
             yield from read_range(client, spec, self.pull_policy)
             return
-        with direct(spec.queue) as puller:
-            yield from read_range(puller, spec, self.pull_policy)
+        yielded = False
+        try:
+            with direct(spec.queue) as puller:
+                for body in read_range(puller, spec, self.pull_policy):
+                    yielded = True
+                    yield body
+        except TransportError as exc:
+            if yielded:
+                raise
+            # a pooled connection the broker had just closed: once more, on a new one
+            log.info("pulling %s: %s; once more on a new connection", queue_name(spec.queue), exc)
+            with direct(spec.queue, fresh=True) as puller:
+                yield from read_range(puller, spec, self.pull_policy)
 
     def _served(self, spec: PullSpec, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         """Pass ``batches`` through; once the range is read whole, count it and log one line

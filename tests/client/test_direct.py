@@ -18,6 +18,7 @@ from rocketmq_spark.remoting.message import MessageExt, encode_message
 from rocketmq_spark.remoting.route import MessageQueue
 from rocketmq_spark.structs import PullStatus
 from tests.client.fake_server import FakeConn, FakeServer, answer, cluster_info_for, route_for
+from tests.waiting import wait_until
 
 BROKER = "broker-a"
 Q = MessageQueue("T", BROKER, 1)
@@ -154,3 +155,22 @@ def test_signed_pulls_carry_the_signature() -> None:
             c.close()
     ext = broker.pulls[0].ext
     assert ext["AccessKey"] == "rocketmq2" and ext["Signature"] == signature(ext, b"", "12345678")
+
+
+def test_a_pooled_connection_the_broker_closed_is_not_reused() -> None:
+    broker = Broker()
+    with FakeServer(broker) as server:
+        c = client_for(server)
+        try:
+            with c.direct_puller(Q) as p:
+                p.pull(Q, 0, group="g", max_nums=4, decode=False)
+            pooled = p.conn
+            for conn in list(server.connections):     # the broker drops idle connections
+                if conn.sock.getpeername() == pooled.sock.getsockname():
+                    conn.close()
+            wait_until(lambda: not pooled.alive(60), 5, "the close to reach the client")
+            with c.direct_puller(Q) as fresh:
+                assert fresh.conn is not pooled
+                assert fresh.pull(Q, 4, group="g", max_nums=4, decode=False).next_begin_offset == 8
+        finally:
+            c.close()
