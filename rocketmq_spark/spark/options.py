@@ -52,7 +52,7 @@ _NAME_RE = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 _TOPIC_MAX, _GROUP_MAX = 127, 255
 _HOSTPORT_RE = re.compile(r"^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9_.-]+):(\d{1,5})$")
 
-ARROW_BATCH_ROWS = 16384         # rows per Arrow record batch the sidecar sends back
+ARROW_BATCH_ROWS = 4096          # rows per Arrow record batch the sidecar sends back
 
 
 @dataclass(frozen=True)
