@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import json
 import socket
+import ssl
 import struct
 import time
 from dataclasses import replace
 from typing import Callable
 
 from rocketmq_spark.client import pull as pull_codec
-from rocketmq_spark.client.transport import split_address
+from rocketmq_spark.client.transport import open_socket
 from rocketmq_spark.errors import RemoteProtocolError, RequestTimeout, TransportError
 from rocketmq_spark.remoting.codes import SERIALIZE_JSON
 from rocketmq_spark.remoting.command import MAX_FRAME, RemotingCommand, decode_frame, encode
@@ -73,23 +74,9 @@ def _fast_result(frame: bytes) -> tuple[int, PullResult | None]:
 class DirectConnection:
     """One socket (TLS optional) with whole-frame reads and writes; no thread."""
 
-    def __init__(self, address: str, *, timeout: float, tls: object | None = None) -> None:
+    def __init__(self, address: str, *, timeout: float, tls: ssl.SSLContext | None = None) -> None:
         self.address = address
-        host, port = split_address(address)
-        try:
-            sock = socket.create_connection((host, port), timeout=timeout)
-        except OSError as exc:
-            raise TransportError(f"cannot connect to {address}: {exc}") from None
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.sock: socket.socket | TlsStream = sock
-        if tls is not None:
-            stream = TlsStream(sock, tls, server_side=False, server_hostname=host)  # type: ignore[arg-type]
-            try:
-                stream.handshake(timeout, address)
-            except TransportError:
-                sock.close()
-                raise
-            self.sock = stream
+        self.sock: socket.socket | TlsStream = open_socket(address, timeout=timeout, tls=tls)
         self._buf = bytearray()
         self.broken = False
         self.idle_since = time.monotonic()

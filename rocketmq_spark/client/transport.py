@@ -69,6 +69,27 @@ def local_ipv4() -> bytes:
     return socket.inet_aton(candidates[0] if candidates else "127.0.0.1")
 
 
+def open_socket(address: str, *, timeout: float,
+                tls: ssl.SSLContext | None = None) -> "socket.socket | TlsStream":
+    """A connected socket to ``address`` (TCP_NODELAY), over TLS when ``tls`` is given
+    (the handshake done); TransportError naming the address when it cannot be had."""
+    host, port = split_address(address)
+    try:
+        sock = socket.create_connection((host, port), timeout=timeout)
+    except OSError as exc:
+        raise TransportError(f"cannot connect to {address}: {exc}") from None
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    if tls is None:
+        return sock
+    stream = TlsStream(sock, tls, server_side=False, server_hostname=host)
+    try:
+        stream.handshake(timeout, address)
+    except TransportError:
+        sock.close()
+        raise
+    return stream
+
+
 class _WriteFailed(TransportError):
     """The frame did not reach the socket (the server cannot have processed it)."""
 
@@ -85,21 +106,7 @@ class Connection:
                  on_close: Callable[["Connection"], None],
                  tls: ssl.SSLContext | None = None) -> None:
         self.address = address
-        host, port = split_address(address)
-        try:
-            sock = socket.create_connection((host, port), timeout=connect_timeout)
-        except OSError as exc:
-            raise TransportError(f"cannot connect to {address}: {exc}") from None
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self._sock: socket.socket | TlsStream = sock
-        if tls is not None:
-            stream = TlsStream(sock, tls, server_side=False, server_hostname=host)
-            try:
-                stream.handshake(connect_timeout, address)
-            except TransportError:
-                sock.close()
-                raise
-            self._sock = stream
+        self._sock: socket.socket | TlsStream = open_socket(address, timeout=connect_timeout, tls=tls)
         # One timeout for both directions: it bounds sendall; the reader just loops on it.
         self._sock.settimeout(io_timeout)
         self._on_request = on_request
@@ -403,4 +410,5 @@ class Transport:
         self.close()
 
 
-__all__ = ["Connection", "RequestHandler", "RpcHook", "Transport", "local_ipv4", "split_address"]
+__all__ = ["Connection", "RequestHandler", "RpcHook", "Transport", "local_ipv4", "open_socket",
+           "split_address"]

@@ -177,6 +177,18 @@ class SidecarService:
 
     def pull(self, cluster: Cluster, spec: PullSpec) -> Iterator[bytes]:
         """The range as one Arrow IPC stream, in chunks, produced pull by pull."""
+        return arrow.ipc_chunks(self._batches(cluster, spec))
+
+    def pull_files(self, cluster: Cluster, spec: PullSpec) -> Iterator[str]:
+        """The range as files in shared memory, one per record batch (``shm``)."""
+        directory = shm.shm_dir(self.runtime_dir)
+        if time.monotonic() - self._last_sweep > shm.STALE_SECONDS / 2:
+            self._last_sweep = time.monotonic()
+            shm.sweep(directory)
+        return shm.batch_files(self._batches(cluster, spec), directory)
+
+    def _batches(self, cluster: Cluster, spec: PullSpec) -> Iterator[pa.RecordBatch]:
+        """The range's rows as record batches, produced pull by pull."""
         client = self.client(cluster)
         bodies = self._range(client, spec)
         if pipeline_depth(client, spec, self.pull_policy) == 1:
@@ -186,23 +198,7 @@ class SidecarService:
             bodies = readahead(bodies, PULL_READAHEAD)
         window = columnar.Window(spec.start, spec.end, parse_subscription(spec.sub_expression),
                                  spec.queue.broker_name, spec.restore_retry_topic_of)
-        batches = columnar.BodyBatcher(window, spec.max_rows_per_batch).batches(bodies)
-        return arrow.ipc_chunks(self._served(spec, batches))
-
-    def pull_files(self, cluster: Cluster, spec: PullSpec) -> Iterator[str]:
-        """The range as files in shared memory, one per record batch (``shm``)."""
-        directory = shm.shm_dir(self.runtime_dir)
-        if time.monotonic() - self._last_sweep > shm.STALE_SECONDS / 2:
-            self._last_sweep = time.monotonic()
-            shm.sweep(directory)
-        client = self.client(cluster)
-        bodies = self._range(client, spec)
-        if pipeline_depth(client, spec, self.pull_policy) == 1:
-            bodies = readahead(bodies, PULL_READAHEAD)
-        window = columnar.Window(spec.start, spec.end, parse_subscription(spec.sub_expression),
-                                 spec.queue.broker_name, spec.restore_retry_topic_of)
-        batches = columnar.BodyBatcher(window, spec.max_rows_per_batch).batches(bodies)
-        return shm.batch_files(self._served(spec, batches), directory)
+        return self._served(spec, columnar.BodyBatcher(window, spec.max_rows_per_batch).batches(bodies))
 
     def _range(self, client: MQClient, spec: PullSpec) -> Iterator[bytes]:
         """The range's pull bodies, over a connection of the range's own when the client
