@@ -68,6 +68,9 @@ class Transactional:
 
     def __post_init__(self) -> None:
         check_id("transactional id", self.txn_id)
+        if "|" in self.log_topic:           # '|' separates a half message's tag fields
+            raise ConfigError(f"option 'transactionLogTopic': {self.log_topic!r} has a '|', which "
+                              f"exactly-once writes cannot use in the log's name")
 
     def ref(self, batch: int) -> TxnRef:
         return TxnRef(self.log_topic, self.txn_id, batch, self.epoch)

@@ -136,6 +136,14 @@ def test_stream_options_are_checked_when_the_query_starts(spark, rocketmq, optio
         spark.conf.unset("spark.sql.streaming.checkpointLocation")
 
 
+def test_a_log_topic_with_a_bar_is_refused_before_anything_is_sent(spark, rocketmq):
+    topic = rocketmq.create_topic("eo_bar", queues=1)
+    df = spark.createDataFrame([("a",)], "body string")
+    with pytest.raises(Exception, match="option 'transactionLogTopic': 'log|x' has a '|'"):
+        write(df, rocketmq, topic=topic, **eo(transactionLogTopic="log|x"))
+    assert count(rocketmq, topic) == 0
+
+
 def test_delay_levels_cannot_be_written_exactly_once(spark, rocketmq):
     df = spark.createDataFrame([("a", 1)], "body string, delay_level int")
     with pytest.raises(Exception, match="column 'delay_level' cannot be written with deliveryGuarantee=exactly-once"):
