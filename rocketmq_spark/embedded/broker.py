@@ -210,7 +210,7 @@ class Broker:
 
     def _on_request(self, conn: Connection, cmd: RemotingCommand) -> None:
         for gate in list(self.gates):          # fault tests only (gates.py); empty otherwise
-            if not gate.admit(cmd, conn.closed):
+            if not gate.admit(cmd, conn.peer_gone):
                 return
         dispatch(self, conn, cmd)
 

@@ -28,8 +28,9 @@ class Gate:
         self._open = threading.Event()
         self._mutex = threading.Lock()
 
-    def admit(self, cmd: RemotingCommand, closed: threading.Event) -> bool:
-        """True to handle ``cmd``; blocks while it is held; False when its connection closed."""
+    def admit(self, cmd: RemotingCommand, gone: Callable[[], bool]) -> bool:
+        """True to handle ``cmd``; blocks while it is held; False when its connection closed
+        or its peer hung up (``gone``) meanwhile."""
         if self._open.is_set() or not self.match(cmd):
             return True
         with self._mutex:
@@ -38,9 +39,9 @@ class Gate:
                 return True
         self._held.set()
         while not self._open.wait(0.05):
-            if closed.is_set():
+            if gone():
                 return False
-        return not closed.is_set()
+        return not gone()
 
     def wait_held(self, timeout: float) -> bool:
         return self._held.wait(timeout)

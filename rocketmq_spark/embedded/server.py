@@ -16,6 +16,7 @@ from __future__ import annotations
 import ipaddress
 import itertools
 import logging
+import select
 import socket
 import threading
 import time
@@ -32,6 +33,7 @@ log = logging.getLogger(__name__)
 _ids = itertools.count(1)
 RECV_SIZE = 256 * 1024
 HANDSHAKE_TIMEOUT = 10.0     # seconds a new connection has to finish its TLS handshake
+_HUNG_UP = getattr(select, "POLLRDHUP", 0x2000) | select.POLLHUP | select.POLLERR
 
 Handler = Callable[["Connection", RemotingCommand], None]
 
@@ -87,6 +89,18 @@ class Connection:
             self._out.append(frame)
             self._cond.notify()
         return True
+
+    def peer_gone(self) -> bool:
+        """Closed, or the peer hung up (seen on the socket without reading it: a reader held
+        by a gate never reads the end of the stream)."""
+        if self.closed.is_set():
+            return True
+        poller = select.poll()
+        poller.register(self.sock, _HUNG_UP)
+        try:
+            return bool(poller.poll(0))
+        except (OSError, ValueError):
+            return True
 
     def close(self, reason: str | None = None) -> None:
         """Stop reading; frames already queued are written, then the socket closes."""

@@ -17,7 +17,6 @@ internally; bench/chaos.py's driver pins ``local[2,4]``, so it cannot go to a cl
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import subprocess
 import sys
@@ -30,6 +29,7 @@ from bench.chaos import Driver, Producer, Rig, run_query  # noqa: E402
 from bench.common import committed_batches  # noqa: E402
 from tests.deploy import sidecars  # noqa: E402
 from tests.deploy.standalone import base_env, submit_command  # noqa: E402
+from tests.processes import pids_in  # noqa: E402
 
 EXECUTOR_CLASS = "org.apache.spark.executor.CoarseGrainedExecutorBackend"
 _RUNNING = re.compile(r"Running task \S+ in stage \S+ \(TID (\d+)\)")
@@ -121,19 +121,8 @@ def executor_pid(executor_dir: Path) -> int | None:
     """Pid of the live CoarseGrainedExecutorBackend JVM working in ``executor_dir`` (a worker
     starts each executor there), or None. Matching the directory, not the application id,
     keeps other Spark clusters on the machine out of it."""
-    want = executor_dir.resolve()
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            if Path(os.readlink(entry / "cwd")) != want:
-                continue
-            cmdline = (entry / "cmdline").read_bytes().split(b"\0")
-        except OSError:          # gone meanwhile, or not ours to read
-            continue
-        if EXECUTOR_CLASS.encode() in cmdline:
-            return int(entry.name)
-    return None
+    found = pids_in(executor_dir, EXECUTOR_CLASS.encode())
+    return found[0] if found else None
 
 
 def running_tasks(executor_dir: Path) -> set[int]:
