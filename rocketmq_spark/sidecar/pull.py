@@ -30,6 +30,8 @@ from rocketmq_spark.structs import PullResult, PullStatus
 
 log = logging.getLogger(__name__)
 
+FAST_RUN_ROWS = 8_192      # messages a compiled run of pulls fetches before it returns them
+
 
 class Puller(Protocol):
     def pull(self, queue: MessageQueue, offset: int, *, group: str, max_nums: int = 32,
@@ -74,9 +76,28 @@ class _RangeReader:
         depth = self._depth()
         stride = s.pull_batch_size
         ahead = offset
+        # Whole pulls go in compiled runs when the client offers them (client/direct.py's
+        # fast_range); each run hands back where this loop takes over for one pull (any
+        # status but a whole FOUND, the range's last partial pull), and the next run starts
+        # once that pull is done.
+        fast = getattr(self.client, "fast_range", None) if depth > 1 else None
         try:
             while offset < s.end:
-                while len(inflight) < depth and ahead < s.end:
+                if fast is not None and not inflight:
+                    got = fast(s.queue, offset, s.end, group=s.group, expression=s.sub_expression,
+                               max_nums=s.pull_batch_size, stride=stride, depth=depth,
+                               max_rows=FAST_RUN_ROWS)
+                    if got is None:                # not here (TLS, ACL, not built, the last pull)
+                        fast = None
+                    else:
+                        bodies, resume = got
+                        yield from bodies
+                        if resume > offset:
+                            self._stall_since, self._backoff = None, self.policy.backoff_initial
+                            offset = ahead = resume
+                            continue
+                # after a run, the pull it stopped at alone (then runs again); else pipelined
+                while len(inflight) < (1 if fast is not None else depth) and ahead < s.end:
                     inflight.append((ahead, self._send(ahead)))
                     ahead += min(stride, s.end - ahead)
                 at, pending = inflight.popleft()

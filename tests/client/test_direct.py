@@ -5,11 +5,14 @@ goes back to the pool."""
 
 from __future__ import annotations
 
+import json
+import struct
 import threading
 
 import pytest
 
 from rocketmq_spark.client import ClientConfig, MQClient
+from rocketmq_spark.client import direct
 from rocketmq_spark.client.acl import signature
 from rocketmq_spark.errors import BrokerError, RequestTimeout
 from rocketmq_spark.remoting.codes import RequestCode
@@ -32,8 +35,10 @@ def body(offset: int, n: int) -> bytes:
 class Broker:
     """Answers pulls (4 messages each) after ``hold`` of them arrived, last first."""
 
-    def __init__(self, hold: int = 1, refuse_at: int | None = None) -> None:
+    def __init__(self, hold: int = 1, refuse_at: int | None = None, short_at: int | None = None,
+                 escaped_at: int | None = None) -> None:
         self.hold, self.refuse_at = hold, refuse_at
+        self.short_at, self.escaped_at = short_at, escaped_at      # 2 messages; a key with an escape
         self.pulls: list[RemotingCommand] = []
         self.held: list[RemotingCommand] = []
         self.connections: set[int] = set()
@@ -59,9 +64,17 @@ class Broker:
             if offset == self.refuse_at:
                 conn.send(answer(c, 24, remark="the consumer's group info not exist"))
                 continue
-            ext = {"nextBeginOffset": str(offset + 4), "minOffset": "0", "maxOffset": "1000",
+            n = 2 if offset == self.short_at else 4
+            ext = {"nextBeginOffset": str(offset + n), "minOffset": "0", "maxOffset": "1000",
                    "suggestWhichBrokerId": "0"}
-            conn.send(answer(c, 0, ext=ext, remark="FOUND", body=body(offset, 4)))
+            if offset == self.escaped_at:    # valid JSON the compiled scanner leaves to Python
+                header = json.dumps({"code": 0, "extFields": ext, "flag": 1, "opaque": c.opaque,
+                                     "remark": "FOUND"}).encode()
+                header = header.replace(b'"nextBeginOffset"', rb'"next\u0042eginOffset"')
+                data = body(offset, n)
+                conn.send_frame(struct.pack(">iI", 4 + len(header) + len(data), len(header)) + header + data)
+                continue
+            conn.send(answer(c, 0, ext=ext, remark="FOUND", body=body(offset, n)))
 
 
 def client_for(server: FakeServer, **kw) -> MQClient:  # type: ignore[no-untyped-def]
@@ -174,3 +187,100 @@ def test_a_pooled_connection_the_broker_closed_is_not_reused() -> None:
                 assert fresh.pull(Q, 4, group="g", max_nums=4, decode=False).next_begin_offset == 8
         finally:
             c.close()
+
+
+# ---------------------------------------------------------------- compiled runs (_fastpull.c)
+
+def _run(p, start: int, end: int, *, depth: int = 4, max_rows: int = 1000):  # type: ignore[no-untyped-def]
+    return p.fast_range(Q, start, end, group="g", expression="*", max_nums=4, stride=4, depth=depth,
+                        max_rows=max_rows)
+
+
+def test_the_compiled_pulls_are_built() -> None:
+    assert direct._compiled is not None, "pip install . did not build rocketmq_spark/client/_fastpull.c"
+
+
+def test_a_compiled_run_returns_the_bodies_in_offset_order_and_where_to_go_on() -> None:
+    broker = Broker(hold=4)                      # answers four at a time, last first
+    with FakeServer(broker) as server:
+        c = client_for(server)
+        try:
+            with c.direct_puller(Q) as p:
+                bodies, resume = _run(p, 0, 34)
+                assert resume == 32                    # 34 - 32 < 4: no whole pull left
+                assert _run(p, 32, 34) is None
+                broker.hold = 1
+                assert p.pull(Q, 32, group="g", max_nums=4, decode=False).next_begin_offset == 36
+        finally:
+            c.close()
+    assert bodies == [body(o, 4) for o in range(0, 32, 4)]
+    offsets = [int(cmd.ext["queueOffset"]) for cmd in broker.pulls]
+    assert offsets == list(range(0, 36, 4)) and len({cmd.opaque for cmd in broker.pulls}) == 9
+    assert {cmd.ext["maxMsgNums"] for cmd in broker.pulls} == {"4"} and len(broker.connections) == 1
+
+
+@pytest.mark.parametrize("case, resume, delivered", [
+    ("refused", 8, [0, 4]),                      # code 24 at 8: the caller's path raises it
+    ("short", 10, [0, 4, 8]),                    # 2 messages at 8: delivered, go on at 10
+    ("escaped", 8, [0, 4]),                      # a header the scanner does not read
+])
+def test_a_run_stops_at_the_first_answer_it_does_not_take(case: str, resume: int, delivered: list[int]) -> None:
+    broker = Broker(**{{"refused": "refuse_at", "short": "short_at", "escaped": "escaped_at"}[case]: 8})
+    with FakeServer(broker) as server:
+        c = client_for(server)
+        try:
+            with c.direct_puller(Q) as p:
+                bodies, got = _run(p, 0, 40)
+                # the answers still due were read: the next pull gets its own answer
+                after = p.pull(Q, 24, group="g", max_nums=4, decode=False)
+        finally:
+            c.close()
+    assert got == resume
+    assert [b[:len(body(o, 1))] for b, o in zip(bodies, delivered)] == [body(o, 1) for o in delivered]
+    assert len(bodies) == len(delivered) and after.next_begin_offset == 28
+
+
+def test_a_run_stops_after_about_max_rows() -> None:
+    broker = Broker()
+    with FakeServer(broker) as server:
+        c = client_for(server)
+        try:
+            with c.direct_puller(Q) as p:
+                bodies, resume = _run(p, 0, 1000, max_rows=8)
+        finally:
+            c.close()
+    assert resume == 8 and len(bodies) == 2 and len(broker.pulls) == 2
+
+
+def test_an_unanswered_run_times_out_and_breaks_the_connection() -> None:
+    with FakeServer(Broker(hold=99)) as server:
+        c = client_for(server, timeout=0.3)
+        try:
+            p = c.direct_puller(Q)
+            with pytest.raises(RequestTimeout):
+                _run(p, 0, 16)
+            assert p.conn.broken
+            p.close()
+        finally:
+            c.close()
+
+
+@pytest.mark.parametrize("broker_kw", [{}, {"short_at": 8}, {"escaped_at": 12}, {"hold": 4}])
+def test_a_range_reads_the_same_with_and_without_compiled_runs(broker_kw: dict,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    from rocketmq_spark.sidecar.model import PullSpec
+    from rocketmq_spark.sidecar.pull import PullPolicy, read_range
+
+    def read() -> list[bytes]:
+        with FakeServer(Broker(**broker_kw)) as server:
+            c = client_for(server)
+            try:
+                with c.direct_puller(Q) as p:
+                    return list(read_range(p, PullSpec(Q, 0, 48, group="g", pull_batch_size=4),
+                                           PullPolicy(pipeline_depth=4)))
+            finally:
+                c.close()
+
+    compiled = read()
+    monkeypatch.setattr(direct, "_compiled", None)
+    assert compiled == read()

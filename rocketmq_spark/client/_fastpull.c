@@ -1,0 +1,539 @@
+/* A range's plain pulls on a connection of its own, in one call: client/direct.py's
+ * DirectPuller.fast_range, the compiled form of what sidecar/pull.py does pull by pull.
+ *
+ * run(fd, head, mid, tail, start, end, stride, depth, max_rows, timeout_ms, opaque)
+ *     -> (bodies, resume, opaque, rest)
+ *
+ * Sends JSON PULL_MESSAGE requests made from the template (head + offset + mid + opaque +
+ * tail, as direct.py cuts it) for offsets start, start + stride, ... while each whole pull
+ * fits below end, up to `depth` in flight and about `max_rows` messages in all; reads the
+ * answers (matched by opaque: a broker may answer out of order) and returns the FOUND
+ * bodies, in offset order, that ended where they were expected to (at + stride). The first
+ * answer that is anything else (another status, a short answer, a header this scanner does
+ * not read) stops it: no more requests go out, the answers still due are read and dropped,
+ * and `resume` is where the caller's own (Python) path goes on: past a short FOUND answer
+ * (its body is returned), else at that pull's offset. `opaque` is the last one used, `rest`
+ * what was read past the last answer due (the start of a frame nobody asked for).
+ * Raises TimeoutError when no answer comes for timeout_ms, ConnectionError when the
+ * connection fails or closes, ValueError on a frame with a bad length: the connection is
+ * then out of step and the caller must drop it. The GIL is released while waiting.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <errno.h>
+#include <poll.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#define MAX_FRAME (16 * 1024 * 1024)
+#define RECV_CHUNK (256 * 1024)
+#define MAX_DEPTH 64
+
+typedef struct {
+    long long at;
+    long opaque;
+    int state;            /* 0 waiting, 1 answered */
+    long long code, next; /* code -1: an answer this scanner could not read */
+    PyObject *body;
+} Slot;
+
+typedef struct {
+    const char *p, *end;
+} Cur;
+
+/* ------------------------------------------------------------------ a small JSON scanner */
+
+static void ws(Cur *c) {
+    while (c->p < c->end && (*c->p == ' ' || *c->p == '\n' || *c->p == '\r' || *c->p == '\t'))
+        c->p++;
+}
+
+static int skip_string(Cur *c) {          /* at '"' */
+    c->p++;
+    while (c->p < c->end) {
+        char ch = *c->p++;
+        if (ch == '\\') {
+            if (c->p >= c->end)
+                return -1;
+            c->p++;
+        } else if (ch == '"') {
+            return 0;
+        }
+    }
+    return -1;
+}
+
+static int skip_value(Cur *c) {
+    ws(c);
+    if (c->p >= c->end)
+        return -1;
+    char ch = *c->p;
+    if (ch == '"')
+        return skip_string(c);
+    if (ch == '{' || ch == '[') {
+        int depth = 0;
+        while (c->p < c->end) {
+            ch = *c->p;
+            if (ch == '"') {
+                if (skip_string(c))
+                    return -1;
+                continue;
+            }
+            if (ch == '{' || ch == '[')
+                depth++;
+            else if (ch == '}' || ch == ']') {
+                if (--depth == 0) {
+                    c->p++;
+                    return 0;
+                }
+            }
+            c->p++;
+        }
+        return -1;
+    }
+    const char *from = c->p;
+    while (c->p < c->end && *c->p != ',' && *c->p != '}' && *c->p != ']' && *c->p != ' ' &&
+           *c->p != '\n' && *c->p != '\r' && *c->p != '\t')
+        c->p++;
+    return c->p > from ? 0 : -1;
+}
+
+/* An integer, bare or as a string of digits (extFields values are strings). */
+static int read_int(Cur *c, long long *out) {
+    ws(c);
+    int quoted = 0, neg = 0, digits = 0;
+    long long v = 0;
+    if (c->p < c->end && *c->p == '"') {
+        quoted = 1;
+        c->p++;
+    }
+    if (c->p < c->end && *c->p == '-') {
+        neg = 1;
+        c->p++;
+    }
+    while (c->p < c->end && *c->p >= '0' && *c->p <= '9') {
+        if (++digits > 18)
+            return -1;
+        v = v * 10 + (*c->p - '0');
+        c->p++;
+    }
+    if (!digits)
+        return -1;
+    if (quoted) {
+        if (c->p >= c->end || *c->p != '"')
+            return -1;
+        c->p++;
+    } else if (c->p < c->end && (*c->p == '.' || *c->p == 'e' || *c->p == 'E')) {
+        return -1;
+    }
+    *out = neg ? -v : v;
+    return 0;
+}
+
+/* The next key of an object (no escapes in it), and the ':' after it. */
+static int read_key(Cur *c, const char **key, size_t *len) {
+    ws(c);
+    if (c->p >= c->end || *c->p != '"')
+        return -1;
+    const char *from = ++c->p;
+    while (c->p < c->end && *c->p != '"') {
+        if (*c->p == '\\')
+            return -1;
+        c->p++;
+    }
+    if (c->p >= c->end)
+        return -1;
+    *key = from;
+    *len = (size_t)(c->p - from);
+    c->p++;
+    ws(c);
+    if (c->p >= c->end || *c->p != ':')
+        return -1;
+    c->p++;
+    return 0;
+}
+
+static int key_is(const char *key, size_t len, const char *name) {
+    return strlen(name) == len && memcmp(key, name, len) == 0;
+}
+
+/* After a member: ',' (1: another follows) or '}' (0: the object ended). */
+static int after_member(Cur *c) {
+    ws(c);
+    if (c->p < c->end && *c->p == ',') {
+        c->p++;
+        return 1;
+    }
+    if (c->p < c->end && *c->p == '}') {
+        c->p++;
+        return 0;
+    }
+    return -1;
+}
+
+static int scan_ext(Cur *c, long long *next) {
+    ws(c);
+    if (c->p >= c->end || *c->p != '{')
+        return -1;
+    c->p++;
+    ws(c);
+    if (c->p < c->end && *c->p == '}') {
+        c->p++;
+        return 0;
+    }
+    for (;;) {
+        const char *key;
+        size_t len;
+        if (read_key(c, &key, &len))
+            return -1;
+        if (key_is(key, len, "nextBeginOffset")) {
+            if (read_int(c, next))
+                return -1;
+        } else if (skip_value(c)) {
+            return -1;
+        }
+        int more = after_member(c);
+        if (more < 0)
+            return -1;
+        if (!more)
+            return 0;
+    }
+}
+
+/* code, flag, opaque and extFields.nextBeginOffset of a JSON header; -1 if unreadable. */
+static int scan_header(const char *p, size_t n, long long *code, long long *flag, long long *opaque,
+                       long long *next) {
+    Cur c = {p, p + n};
+    int seen = 0;
+    *next = -1;
+    ws(&c);
+    if (c.p >= c.end || *c.p != '{')
+        return -1;
+    c.p++;
+    for (;;) {
+        const char *key;
+        size_t len;
+        if (read_key(&c, &key, &len))
+            return -1;
+        if (key_is(key, len, "code")) {
+            if (read_int(&c, code))
+                return -1;
+            seen |= 1;
+        } else if (key_is(key, len, "flag")) {
+            if (read_int(&c, flag))
+                return -1;
+            seen |= 2;
+        } else if (key_is(key, len, "opaque")) {
+            if (read_int(&c, opaque))
+                return -1;
+            seen |= 4;
+        } else if (key_is(key, len, "extFields")) {
+            ws(&c);
+            if (c.p + 4 <= c.end && memcmp(c.p, "null", 4) == 0)
+                c.p += 4;
+            else if (scan_ext(&c, next))
+                return -1;
+        } else if (skip_value(&c)) {
+            return -1;
+        }
+        int more = after_member(&c);
+        if (more < 0)
+            return -1;
+        if (!more)
+            break;
+    }
+    return seen == 7 ? 0 : -1;
+}
+
+/* ------------------------------------------------------------------ I/O */
+
+static long long now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* 0 ready, 1 timed out, -1 error (errno). */
+static int wait_for(int fd, short events, long long deadline) {
+    for (;;) {
+        long long left = deadline - now_ms();
+        if (left <= 0)
+            return 1;
+        struct pollfd pfd = {fd, events, 0};
+        int r;
+        Py_BEGIN_ALLOW_THREADS
+        r = poll(&pfd, 1, (int)(left > 60000 ? 60000 : left));
+        Py_END_ALLOW_THREADS
+        if (r > 0)
+            return 0;
+        if (r < 0 && errno != EINTR)
+            return -1;
+    }
+}
+
+static int send_all(int fd, const char *data, size_t len, long long timeout_ms) {
+    long long deadline = now_ms() + timeout_ms;
+    while (len) {
+        ssize_t n;
+        Py_BEGIN_ALLOW_THREADS
+        n = send(fd, data, len, MSG_DONTWAIT | MSG_NOSIGNAL);
+        Py_END_ALLOW_THREADS
+        if (n > 0) {
+            data += n;
+            len -= (size_t)n;
+            continue;
+        }
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            int w = wait_for(fd, POLLOUT, deadline);
+            if (w == 1) {
+                PyErr_SetString(PyExc_TimeoutError, "sending pulls timed out");
+                return -1;
+            }
+            if (w < 0) {
+                PyErr_SetFromErrno(PyExc_ConnectionError);
+                return -1;
+            }
+            continue;
+        }
+        PyErr_SetFromErrno(PyExc_ConnectionError);
+        return -1;
+    }
+    return 0;
+}
+
+typedef struct {
+    char *data;
+    size_t start, len, cap;   /* unread bytes: data[start:start + len] */
+} Buf;
+
+/* Reads once more into the buffer; 0 read, -1 error set. */
+static int fill(int fd, Buf *b, long long deadline) {
+    if (b->start && b->len)
+        memmove(b->data, b->data + b->start, b->len);
+    b->start = 0;
+    if (b->cap - b->len < RECV_CHUNK) {
+        size_t cap = b->cap * 2 > b->len + RECV_CHUNK ? b->cap * 2 : b->len + RECV_CHUNK;
+        char *grown = PyMem_Realloc(b->data, cap);
+        if (!grown) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        b->data = grown;
+        b->cap = cap;
+    }
+    for (;;) {
+        ssize_t n;
+        Py_BEGIN_ALLOW_THREADS
+        n = recv(fd, b->data + b->len, b->cap - b->len, MSG_DONTWAIT);
+        Py_END_ALLOW_THREADS
+        if (n > 0) {
+            b->len += (size_t)n;
+            return 0;
+        }
+        if (n == 0) {
+            PyErr_SetString(PyExc_ConnectionError, "connection closed by the peer");
+            return -1;
+        }
+        if (errno == EINTR)
+            continue;
+        if (errno != EAGAIN && errno != EWOULDBLOCK) {
+            PyErr_SetFromErrno(PyExc_ConnectionError);
+            return -1;
+        }
+        int w = wait_for(fd, POLLIN, deadline);
+        if (w == 1) {
+            PyErr_SetString(PyExc_TimeoutError, "no pull answer in time");
+            return -1;
+        }
+        if (w < 0) {
+            PyErr_SetFromErrno(PyExc_ConnectionError);
+            return -1;
+        }
+    }
+}
+
+/* ------------------------------------------------------------------ the run */
+
+static PyObject *run(PyObject *self, PyObject *args) {
+    (void)self;
+    int fd, depth;
+    Py_buffer head, mid, tail;
+    long long start, end, stride, max_rows, timeout_ms;
+    long opaque;
+    if (!PyArg_ParseTuple(args, "iy*y*y*LLLiLLl", &fd, &head, &mid, &tail, &start, &end, &stride,
+                          &depth, &max_rows, &timeout_ms, &opaque))
+        return NULL;
+    PyObject *bodies = NULL, *result = NULL;
+    char *frames = NULL;
+    Buf in = {NULL, 0, 0, 0};
+    Slot slots[MAX_DEPTH];
+    int first = 0, count = 0;         /* in-flight slots: a ring from `first` */
+    long long ahead = start, planned = 0, resume = -1, due = 0;
+    int stopping = 0;
+    if (depth < 1 || depth > MAX_DEPTH || stride < 1 || start < 0) {
+        PyErr_SetString(PyExc_ValueError, "bad depth, stride or start");
+        goto done;
+    }
+    size_t frame_cap = (size_t)depth * (8 + head.len + mid.len + tail.len + 48);
+    frames = PyMem_Malloc(frame_cap);
+    bodies = PyList_New(0);
+    if (!frames || !bodies) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (;;) {
+        /* deliver answered pulls in offset order */
+        while (count && slots[first].state && !stopping) {
+            Slot *s = &slots[first];
+            if (s->code == 0 && s->body && s->next == s->at + stride) {
+                if (PyList_Append(bodies, s->body))
+                    goto done;
+            } else if (s->code == 0 && s->body && s->next > s->at) {   /* short: it ends here */
+                if (PyList_Append(bodies, s->body))
+                    goto done;
+                resume = s->next;
+                stopping = 1;
+            } else {                                                     /* the caller's path */
+                resume = s->at;
+                stopping = 1;
+            }
+            Py_CLEAR(s->body);
+            first = (first + 1) % depth;
+            count--;
+        }
+        /* requests: whole pulls below end, up to depth in flight and about max_rows in all */
+        size_t flen = 0;
+        while (!stopping && count < depth && ahead + stride <= end && planned < max_rows) {
+            opaque = (opaque % 0x7FFFFFFE) + 1;
+            char *f = frames + flen;
+            char *h = f + 8;
+            memcpy(h, head.buf, head.len);
+            h += head.len;
+            h += sprintf(h, "%lld", ahead);
+            memcpy(h, mid.buf, mid.len);
+            h += mid.len;
+            h += sprintf(h, "%ld", opaque);
+            memcpy(h, tail.buf, tail.len);
+            h += tail.len;
+            uint32_t hlen = (uint32_t)(h - (f + 8)), total = hlen + 4;
+            f[0] = (char)(total >> 24); f[1] = (char)(total >> 16); f[2] = (char)(total >> 8); f[3] = (char)total;
+            f[4] = 0; f[5] = (char)(hlen >> 16); f[6] = (char)(hlen >> 8); f[7] = (char)hlen;  /* JSON */
+            flen += (size_t)(h - f);
+            Slot *s = &slots[(first + count) % depth];
+            s->at = ahead;
+            s->opaque = opaque;
+            s->state = 0;
+            s->body = NULL;
+            count++;
+            due++;
+            ahead += stride;
+            planned += stride;
+        }
+        if (flen && send_all(fd, frames, flen, timeout_ms))
+            goto done;
+        if (!due) {
+            if (!stopping)
+                resume = ahead;
+            break;
+        }
+        /* one answer frame (or more bytes of it) */
+        for (;;) {
+            if (in.len >= 4) {
+                unsigned char *q = (unsigned char *)in.data + in.start;
+                long long length = ((long long)q[0] << 24) | (q[1] << 16) | (q[2] << 8) | q[3];
+                if (length < 4 || length + 4 > MAX_FRAME) {
+                    PyErr_Format(PyExc_ValueError, "bad frame length %lld", length);
+                    goto done;
+                }
+                if ((long long)in.len >= length + 4)
+                    break;
+            }
+            if (fill(fd, &in, now_ms() + timeout_ms))
+                goto done;
+        }
+        unsigned char *q = (unsigned char *)in.data + in.start;
+        size_t length = ((size_t)q[0] << 24) | ((size_t)q[1] << 16) | ((size_t)q[2] << 8) | q[3];
+        size_t hlen = ((size_t)q[5] << 16) | ((size_t)q[6] << 8) | q[7];
+        long long code = -1, flag = 0, op = -1, next = -1;
+        int readable = q[4] == 0 && hlen <= length - 4 &&
+                       scan_header((const char *)q + 8, hlen, &code, &flag, &op, &next) == 0;
+        if (readable && !(flag & 1)) {            /* a request from the broker: not ours */
+            in.start += length + 4;
+            in.len -= length + 4;
+            continue;
+        }
+        due--;
+        Slot *hit = NULL;
+        for (int i = 0; readable && i < count; i++) {
+            Slot *s = &slots[(first + i) % depth];
+            if (s->opaque == op && !s->state)
+                hit = s;
+        }
+        if (!hit) {
+            /* unreadable, or no pull of ours: which pull it answered is unknown, so every
+               pull not yet delivered goes to the caller's path */
+            if (!stopping) {
+                resume = count ? slots[first].at : ahead;
+                stopping = 1;
+            }
+        } else {
+            hit->state = 1;
+            hit->code = code;
+            hit->next = next;
+            if (code == 0 && !stopping) {
+                hit->body = PyBytes_FromStringAndSize((const char *)q + 8 + hlen, (Py_ssize_t)(length - 4 - hlen));
+                if (!hit->body)
+                    goto done;
+            }
+        }
+        in.start += length + 4;
+        in.len -= length + 4;
+        if (stopping) {          /* drop what is no longer delivered */
+            for (int i = 0; i < count; i++)
+                Py_CLEAR(slots[(first + i) % depth].body);
+            count = 0;
+        }
+    }
+    /* bytes read past the last answer due (none from a broker that only answers) */
+    result = Py_BuildValue("(OLly#)", bodies, resume, opaque, in.data ? in.data + in.start : "",
+                           (Py_ssize_t)in.len);
+done:
+    for (int i = 0; i < count; i++)
+        Py_CLEAR(slots[(first + i) % depth].body);
+    Py_XDECREF(bodies);
+    PyMem_Free(frames);
+    PyMem_Free(in.data);
+    PyBuffer_Release(&head);
+    PyBuffer_Release(&mid);
+    PyBuffer_Release(&tail);
+    return result;
+}
+
+/* scan(header) -> (code, flag, opaque, nextBeginOffset or -1), or None: what run reads of
+ * an answer's JSON header (tests compare it with json.loads). */
+static PyObject *scan(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer h;
+    if (!PyArg_ParseTuple(args, "y*", &h))
+        return NULL;
+    long long code = -1, flag = 0, opaque = -1, next = -1;
+    int bad = scan_header(h.buf, (size_t)h.len, &code, &flag, &opaque, &next);
+    PyBuffer_Release(&h);
+    if (bad)
+        Py_RETURN_NONE;
+    return Py_BuildValue("(LLLL)", code, flag, opaque, next);
+}
+
+static PyMethodDef METHODS[] = {
+    {"run", run, METH_VARARGS, "A range's plain pulls in one call: (bodies, resume, opaque, rest)."},
+    {"scan", scan, METH_VARARGS, "(code, flag, opaque, nextBeginOffset) of a JSON header, or None."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef MODULE = {PyModuleDef_HEAD_INIT, "_fastpull", NULL, -1, METHODS, NULL, NULL, NULL, NULL};
+
+PyMODINIT_FUNC PyInit__fastpull(void) { return PyModule_Create(&MODULE); }
