@@ -29,6 +29,8 @@ from rocketmq_spark.sidecar.v1 import sidecar_pb2_grpc as pb_grpc
 
 log = logging.getLogger(__name__)
 
+FIRST_CALL_WAIT = 30.0     # seconds an idle sidecar waits for its first call, whatever its idle timeout
+
 MAX_MESSAGE_BYTES = 64 << 20
 GRPC_OPTIONS = (
     ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
@@ -70,18 +72,20 @@ def parse_address(text: str) -> Address:
 
 
 class Activity:
-    """RPCs in flight and the time of the last start or end of one."""
+    """RPCs in flight, the time of the last start or end of one, and whether any came."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
         self._mutex = threading.Lock()
         self._in_flight = 0
         self._last = clock()
+        self.called = False
 
     def begin(self) -> None:
         with self._mutex:
             self._in_flight += 1
             self._last = self._clock()
+            self.called = True
 
     def end(self) -> None:
         with self._mutex:
@@ -213,10 +217,13 @@ class SidecarServer:
 
     def wait_idle(self, idle_timeout: float, stop: threading.Event) -> str:
         """Block until ``stop`` is set ("stopped") or the server idled ``idle_timeout``
-        seconds ("idle"; never when ``idle_timeout <= 0``)."""
+        seconds ("idle"; never when ``idle_timeout <= 0``). Until its first call it waits
+        at least ``FIRST_CALL_WAIT``: the client that started it may be slow to come (a
+        loaded host), and must not find it gone."""
         while True:
             if idle_timeout > 0:
-                left = idle_timeout - self.activity.idle_for()
+                limit = idle_timeout if self.activity.called else max(idle_timeout, FIRST_CALL_WAIT)
+                left = limit - self.activity.idle_for()
                 if left <= 0:
                     return "idle"
                 tick = min(max(left, 0.01), 1.0)

@@ -279,3 +279,30 @@ def test_a_new_channel_does_not_inherit_a_dead_sidecar_s_backoff(tmp_path: Path)
         assert SidecarClient(address).health(timeout=2).pid == os.getpid()
     finally:
         second.stop(grace=0)
+
+
+def test_a_sidecar_waits_for_its_first_call_longer_than_its_idle_timeout() -> None:
+    """A client slow to make its first call (a loaded host) finds its sidecar still there:
+    before any call the idle exit waits FIRST_CALL_WAIT; after one, the idle timeout."""
+    from types import SimpleNamespace
+
+    from rocketmq_spark.sidecar.server import FIRST_CALL_WAIT, Activity
+
+    now = [0.0]
+
+    def clock() -> float:
+        now[0] += 0.25
+        return now[0]
+
+    class NoWait:                       # the server's stop event, never set, never waiting
+        def wait(self, _: float) -> bool:
+            return False
+
+    server = SimpleNamespace(activity=Activity(clock))
+    assert SidecarServer.wait_idle(server, 0.5, NoWait()) == "idle"  # type: ignore[arg-type]
+    assert now[0] >= FIRST_CALL_WAIT
+    server.activity.begin()
+    server.activity.end()
+    called_at = now[0]
+    assert SidecarServer.wait_idle(server, 0.5, NoWait()) == "idle"  # type: ignore[arg-type]
+    assert 0.5 <= now[0] - called_at < 2
