@@ -24,7 +24,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--listen", metavar="ADDRESS",
                    help="unix:PATH or HOST:PORT (default: the per-host socket of sidecar=auto)")
     p.add_argument("--idle-timeout", metavar="SEC", type=float, default=0.0,
-                   help="exit after SEC seconds without calls (0 = never, the default)")
+                   help="exit after SEC seconds without calls (0 = never, the default); "
+                        "before the first call, after 30 s at the soonest")
     p.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
     return p
 
