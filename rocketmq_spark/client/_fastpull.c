@@ -1,12 +1,13 @@
 /* A range's plain pulls on a connection of its own, in one call: client/direct.py's
  * DirectPuller.fast_range, the compiled form of what sidecar/pull.py does pull by pull.
  *
- * run(fd, head, mid, tail, start, end, stride, depth, max_rows, timeout_ms, opaque)
+ * run(fd, head, mid, tail, start, end, stride, depth, max_rows, max_bytes, timeout_ms, opaque)
  *     -> (bodies, resume, opaque, rest)
  *
  * Sends JSON PULL_MESSAGE requests made from the template (head + offset + mid + opaque +
  * tail, as direct.py cuts it) for offsets start, start + stride, ... while each whole pull
- * fits below end, up to `depth` in flight and about `max_rows` messages in all; reads the
+ * fits below end, up to `depth` in flight, until about `max_rows` messages were asked for or
+ * `max_bytes` of bodies came (whichever first: memory stays bounded); reads the
  * answers (matched by opaque: a broker may answer out of order) and returns the FOUND
  * bodies, in offset order, that ended where they were expected to (at + stride). The first
  * answer that is anything else (another status, a short answer, a header this scanner does
@@ -362,17 +363,17 @@ static PyObject *run(PyObject *self, PyObject *args) {
     (void)self;
     int fd, depth;
     Py_buffer head, mid, tail;
-    long long start, end, stride, max_rows, timeout_ms;
+    long long start, end, stride, max_rows, max_bytes, timeout_ms;
     long opaque;
-    if (!PyArg_ParseTuple(args, "iy*y*y*LLLiLLl", &fd, &head, &mid, &tail, &start, &end, &stride,
-                          &depth, &max_rows, &timeout_ms, &opaque))
+    if (!PyArg_ParseTuple(args, "iy*y*y*LLLiLLLl", &fd, &head, &mid, &tail, &start, &end, &stride,
+                          &depth, &max_rows, &max_bytes, &timeout_ms, &opaque))
         return NULL;
     PyObject *bodies = NULL, *result = NULL;
     char *frames = NULL;
     Buf in = {NULL, 0, 0, 0};
     Slot slots[MAX_DEPTH];
     int first = 0, count = 0;         /* in-flight slots: a ring from `first` */
-    long long ahead = start, planned = 0, resume = -1, due = 0;
+    long long ahead = start, planned = 0, resume = -1, due = 0, got_bytes = 0;
     int stopping = 0;
     if (depth < 1 || depth > MAX_DEPTH || stride < 1 || start < 0) {
         PyErr_SetString(PyExc_ValueError, "bad depth, stride or start");
@@ -407,7 +408,8 @@ static PyObject *run(PyObject *self, PyObject *args) {
         }
         /* requests: whole pulls below end, up to depth in flight and about max_rows in all */
         size_t flen = 0;
-        while (!stopping && count < depth && ahead + stride <= end && planned < max_rows) {
+        while (!stopping && count < depth && ahead + stride <= end && planned < max_rows &&
+               got_bytes < max_bytes) {
             opaque = (opaque % 0x7FFFFFFE) + 1;
             char *f = frames + flen;
             char *h = f + 8;
@@ -488,6 +490,7 @@ static PyObject *run(PyObject *self, PyObject *args) {
                 hit->body = PyBytes_FromStringAndSize((const char *)q + 8 + hlen, (Py_ssize_t)(length - 4 - hlen));
                 if (!hit->body)
                     goto done;
+                got_bytes += (long long)(length - 4 - hlen);
             }
         }
         in.start += length + 4;

@@ -43,6 +43,7 @@ _LEN = struct.Struct(">i")
 _FRAME_HEAD = struct.Struct(">iI")
 _CHUNK = 256 * 1024
 _OFFSET_MARK, _OPAQUE_MARK = 7_346_519_028_531, 1_939_283_746      # never real values
+FAST_RUN_BYTES = 4 << 20        # bodies a compiled run of pulls collects before it returns them
 _FAST_STATUS = {0: PullStatus.FOUND, 19: PullStatus.NO_NEW_MSG, 20: PullStatus.NO_MATCHED_MSG,
                 21: PullStatus.OFFSET_ILLEGAL}
 
@@ -206,9 +207,11 @@ class DirectPuller:
         return self.pull_async(queue, offset, **kw).result()  # type: ignore[arg-type]
 
     def fast_range(self, queue: MessageQueue, offset: int, end: int, *, group: str, expression: str,
-                   max_nums: int, stride: int, depth: int, max_rows: int) -> tuple[list[bytes], int] | None:
+                   max_nums: int, stride: int, depth: int, max_rows: int,
+                   max_bytes: int = FAST_RUN_BYTES) -> tuple[list[bytes], int] | None:
         """Plain pulls from ``offset`` (``max_nums`` asked, ``stride`` expected, each whole below
-        ``end``), ``depth`` in flight, about ``max_rows`` messages, in one compiled call
+        ``end``), ``depth`` in flight, about ``max_rows`` messages or ``max_bytes`` of bodies
+        (then the pulls in flight), in one compiled call
         (_fastpull.c): (the FOUND bodies that ended where expected, in order; the offset to
         go on from with ``pull_async``, which handles everything else). None when the call
         cannot be made here: not built, a signed (ACL) or TLS connection, pulls of this
@@ -225,7 +228,8 @@ class DirectPuller:
         timeout_ms = max(1, int(pull_codec.pull_timeout(0, self.request_timeout) * 1000))
         try:
             bodies, resume, self._opaque, rest = _compiled.run(conn.sock.fileno(), *parts, offset, end, stride,
-                                                               depth, max_rows, timeout_ms, self._opaque)
+                                                               depth, max_rows, max_bytes, timeout_ms,
+                                                               self._opaque)
         except TimeoutError:
             conn.close()
             raise RequestTimeout(f"no pull answer from {conn.address} in time") from None

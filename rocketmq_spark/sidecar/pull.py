@@ -30,7 +30,6 @@ from rocketmq_spark.structs import PullResult, PullStatus
 
 log = logging.getLogger(__name__)
 
-FAST_RUN_ROWS = 8_192      # messages a compiled run of pulls fetches before it returns them
 
 
 class Puller(Protocol):
@@ -86,7 +85,7 @@ class _RangeReader:
                 if fast is not None and not inflight:
                     got = fast(s.queue, offset, s.end, group=s.group, expression=s.sub_expression,
                                max_nums=s.pull_batch_size, stride=stride, depth=depth,
-                               max_rows=FAST_RUN_ROWS)
+                               max_rows=s.max_rows_per_batch)
                     if got is None:                # not here (TLS, ACL, not built, the last pull)
                         fast = None
                     else:

@@ -191,9 +191,10 @@ def test_a_pooled_connection_the_broker_closed_is_not_reused() -> None:
 
 # ---------------------------------------------------------------- compiled runs (_fastpull.c)
 
-def _run(p, start: int, end: int, *, depth: int = 4, max_rows: int = 1000):  # type: ignore[no-untyped-def]
+def _run(p, start: int, end: int, *, depth: int = 4, max_rows: int = 1000,  # type: ignore[no-untyped-def]
+         max_bytes: int = 1 << 20):
     return p.fast_range(Q, start, end, group="g", expression="*", max_nums=4, stride=4, depth=depth,
-                        max_rows=max_rows)
+                        max_rows=max_rows, max_bytes=max_bytes)
 
 
 def test_the_compiled_pulls_are_built() -> None:
@@ -240,16 +241,18 @@ def test_a_run_stops_at_the_first_answer_it_does_not_take(case: str, resume: int
     assert len(bodies) == len(delivered) and after.next_begin_offset == 28
 
 
-def test_a_run_stops_after_about_max_rows() -> None:
+@pytest.mark.parametrize("limit, pulls", [({"max_rows": 8}, 2),
+                                          ({"max_bytes": 1, "depth": 3}, 3)])   # then those in flight
+def test_a_run_stops_after_about_max_rows_or_max_bytes(limit: dict, pulls: int) -> None:
     broker = Broker()
     with FakeServer(broker) as server:
         c = client_for(server)
         try:
             with c.direct_puller(Q) as p:
-                bodies, resume = _run(p, 0, 1000, max_rows=8)
+                bodies, resume = _run(p, 0, 1000, **limit)
         finally:
             c.close()
-    assert resume == 8 and len(bodies) == 2 and len(broker.pulls) == 2
+    assert resume == 4 * pulls and len(bodies) == pulls and len(broker.pulls) == pulls
 
 
 def test_an_unanswered_run_times_out_and_breaks_the_connection() -> None:
