@@ -11,7 +11,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -59,6 +59,22 @@ class Timer:
 
     def __exit__(self, *exc: object) -> None:
         self.seconds = time.perf_counter() - self.start
+
+
+def local_spark(app_name: str, **conf: str) -> Any:
+    """The benchmarks' Spark: local[2], no UI, 2 shuffle partitions, Python workers reused,
+    errors only in the log; ``conf`` adds settings."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    builder = (SparkSession.builder.master("local[2]").appName(app_name)
+               .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
+               .config("spark.python.worker.reuse", "true"))
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    s = builder.getOrCreate()
+    s.sparkContext.setLogLevel("ERROR")
+    return s
 
 
 def table(rows: list[dict[str, object]]) -> str:

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from ceiling_source import ceiling_df
-from common import BrokerProcess, Timer, cpu_spent, produce_fast, table  # also puts the project root on sys.path
+from common import BrokerProcess, Timer, cpu_spent, local_spark, produce_fast, table  # also puts the project root on sys.path
 
 from rocketmq_spark.client import ClientConfig, MQClient
 
@@ -44,14 +44,7 @@ def cpu_busy(cpu: int) -> float:
 
 
 def spark_session() -> Any:
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
-
-    s = (SparkSession.builder.master("local[2]").appName("rocketmq-host-cost")
-         .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
-         .config("spark.python.worker.reuse", "true").getOrCreate())
-    s.sparkContext.setLogLevel("ERROR")
-    return s
+    return local_spark("rocketmq-host-cost")
 
 
 cpu_busy_broker: dict[str, float] = {}

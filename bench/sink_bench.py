@@ -24,7 +24,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from common import Timer, broker_process, produce_fast, table  # also puts the project root on sys.path
+from common import Timer, broker_process, local_spark, produce_fast, table  # also puts the project root on sys.path
 
 from rocketmq_spark.client import ClientConfig, MQClient
 
@@ -33,14 +33,7 @@ _COMMIT_LINE = re.compile(r"commit of batch (\d+) of (\S+): .* in ([\d.]+) s")
 
 
 def spark_session() -> Any:
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
-
-    s = (SparkSession.builder.master("local[2]").appName("rocketmq-sink-bench")
-         .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
-         .config("spark.python.worker.reuse", "true").getOrCreate())
-    s.sparkContext.setLogLevel("ERROR")
-    return s
+    return local_spark("rocketmq-sink-bench")
 
 
 def rows_df(spark: Any, n: int, size: int, keys: int, partitions: int) -> Any:

@@ -37,7 +37,7 @@ import uuid
 from typing import Any
 
 from ceiling_source import ceiling_df
-from common import Timer, broker_process, cpu_spent, produce_fast, table  # also puts the project root on sys.path
+from common import Timer, broker_process, cpu_spent, local_spark, produce_fast, table  # also puts the project root on sys.path
 
 from rocketmq_spark.client import ClientConfig, MQClient
 from rocketmq_spark.remoting.route import MessageQueue
@@ -45,17 +45,7 @@ from rocketmq_spark.structs import Message
 
 
 def spark_session() -> Any:
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
-
-    s = (SparkSession.builder.master("local[2]").appName("rocketmq-source-bench")
-         .config("spark.ui.enabled", "false")
-         .config("spark.sql.shuffle.partitions", "2")
-         .config("spark.sql.session.timeZone", "UTC")
-         .config("spark.python.worker.reuse", "true")
-         .getOrCreate())
-    s.sparkContext.setLogLevel("ERROR")
-    return s
+    return local_spark("rocketmq-source-bench", **{"spark.sql.session.timeZone": "UTC"})
 
 
 def run_noop(df: Any, ck: str) -> tuple[float, int, float]:

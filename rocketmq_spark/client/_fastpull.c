@@ -274,6 +274,16 @@ static int wait_for(int fd, short events, long long deadline) {
     }
 }
 
+/* wait_for with the error set: TimeoutError(timed_out) or ConnectionError; 0 ready. */
+static int wait_or_raise(int fd, short events, long long deadline, const char *timed_out) {
+    int w = wait_for(fd, events, deadline);
+    if (w == 1)
+        PyErr_SetString(PyExc_TimeoutError, timed_out);
+    else if (w < 0)
+        PyErr_SetFromErrno(PyExc_ConnectionError);
+    return w ? -1 : 0;
+}
+
 static int send_all(int fd, const char *data, size_t len, long long timeout_ms) {
     long long deadline = now_ms() + timeout_ms;
     while (len) {
@@ -289,15 +299,8 @@ static int send_all(int fd, const char *data, size_t len, long long timeout_ms) 
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            int w = wait_for(fd, POLLOUT, deadline);
-            if (w == 1) {
-                PyErr_SetString(PyExc_TimeoutError, "sending pulls timed out");
+            if (wait_or_raise(fd, POLLOUT, deadline, "sending pulls timed out"))
                 return -1;
-            }
-            if (w < 0) {
-                PyErr_SetFromErrno(PyExc_ConnectionError);
-                return -1;
-            }
             continue;
         }
         PyErr_SetFromErrno(PyExc_ConnectionError);
@@ -345,15 +348,8 @@ static int fill(int fd, Buf *b, long long deadline) {
             PyErr_SetFromErrno(PyExc_ConnectionError);
             return -1;
         }
-        int w = wait_for(fd, POLLIN, deadline);
-        if (w == 1) {
-            PyErr_SetString(PyExc_TimeoutError, "no pull answer in time");
+        if (wait_or_raise(fd, POLLIN, deadline, "no pull answer in time"))
             return -1;
-        }
-        if (w < 0) {
-            PyErr_SetFromErrno(PyExc_ConnectionError);
-            return -1;
-        }
     }
 }
 

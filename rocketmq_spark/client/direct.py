@@ -99,7 +99,7 @@ class DirectConnection:
         try:
             raw.setblocking(False)
             try:
-                peeked = raw.recv(1, socket.MSG_PEEK)
+                raw.recv(1, socket.MSG_PEEK)
             finally:
                 raw.setblocking(True)
         except BlockingIOError:

@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 import struct
 import threading
+from contextlib import contextmanager
+from typing import Iterator
 
 import pytest
 
@@ -81,18 +83,25 @@ def client_for(server: FakeServer, **kw) -> MQClient:  # type: ignore[no-untyped
     return MQClient(ClientConfig((server.address,), request_timeout=kw.pop("timeout", 5.0), **kw))
 
 
-def test_pipelined_pulls_are_matched_by_opaque_and_framed_like_the_codec() -> None:
-    broker = Broker(hold=4)
+@contextmanager
+def connected(broker: Broker, **kw) -> Iterator[MQClient]:  # type: ignore[no-untyped-def]
+    """A client of ``broker`` served by a FakeServer; both closed on exit."""
     with FakeServer(broker) as server:
-        c = client_for(server)
+        c = client_for(server, **kw)
         try:
-            with c.direct_puller(Q) as p:
-                pending = [p.pull_async(Q, off, group="g", max_nums=4, decode=False) for off in (0, 4, 8, 12)]
-                results = [x.result() for x in pending]
-                broker.hold = 1
-                decoded = p.pull(Q, 16, group="g", max_nums=4, expression="*")
+            yield c
         finally:
             c.close()
+
+
+def test_pipelined_pulls_are_matched_by_opaque_and_framed_like_the_codec() -> None:
+    broker = Broker(hold=4)
+    with connected(broker) as c:
+        with c.direct_puller(Q) as p:
+            pending = [p.pull_async(Q, off, group="g", max_nums=4, decode=False) for off in (0, 4, 8, 12)]
+            results = [x.result() for x in pending]
+            broker.hold = 1
+            decoded = p.pull(Q, 16, group="g", max_nums=4, expression="*")
     assert [r.next_begin_offset for r in results] == [4, 8, 12, 16]
     assert all(r.status is PullStatus.FOUND and r.raw_body for r in results)
     assert results[1].raw_body == body(4, 4) and not results[1].messages
@@ -108,64 +117,48 @@ def test_pipelined_pulls_are_matched_by_opaque_and_framed_like_the_codec() -> No
 
 def test_a_refused_pull_raises_the_broker_code_and_the_connection_is_reused() -> None:
     broker = Broker(refuse_at=8)
-    with FakeServer(broker) as server:
-        c = client_for(server)
-        try:
-            with c.direct_puller(Q) as p:
-                assert p.pull(Q, 4, group="g", max_nums=4, decode=False).next_begin_offset == 8
-                with pytest.raises(BrokerError) as info:
-                    p.pull(Q, 8, group="g", max_nums=4, decode=False)
-            assert info.value.code == 24 and "group info not exist" in info.value.remark
-            with c.direct_puller(Q) as again:               # taken from the pool
-                again.pull(Q, 12, group="g", max_nums=4, decode=False)
-        finally:
-            c.close()
+    with connected(broker) as c:
+        with c.direct_puller(Q) as p:
+            assert p.pull(Q, 4, group="g", max_nums=4, decode=False).next_begin_offset == 8
+            with pytest.raises(BrokerError) as info:
+                p.pull(Q, 8, group="g", max_nums=4, decode=False)
+        assert info.value.code == 24 and "group info not exist" in info.value.remark
+        with c.direct_puller(Q) as again:               # taken from the pool
+            again.pull(Q, 12, group="g", max_nums=4, decode=False)
     assert len(broker.connections) == 1
 
 
 def test_cancelled_pulls_are_dropped_and_a_puller_with_answers_due_is_not_pooled() -> None:
     broker = Broker(hold=3)
-    with FakeServer(broker) as server:
-        c = client_for(server)
-        try:
-            with c.direct_puller(Q) as p:
-                a = p.pull_async(Q, 0, group="g", max_nums=4, decode=False)
-                b = p.pull_async(Q, 4, group="g", max_nums=4, decode=False)
-                b.cancel()
-                c3 = p.pull_async(Q, 8, group="g", max_nums=4, decode=False)
-                assert c3.result().next_begin_offset == 12          # b's answer read and dropped
-                assert a.result().next_begin_offset == 4
-                p.pull_async(Q, 12, group="g", max_nums=4, decode=False)   # never answered (hold)
-            with c.direct_puller(Q) as fresh:
-                broker.hold = 1
-                assert fresh.pull(Q, 16, group="g", max_nums=4, decode=False).next_begin_offset == 20
-        finally:
-            c.close()
+    with connected(broker) as c:
+        with c.direct_puller(Q) as p:
+            a = p.pull_async(Q, 0, group="g", max_nums=4, decode=False)
+            b = p.pull_async(Q, 4, group="g", max_nums=4, decode=False)
+            b.cancel()
+            c3 = p.pull_async(Q, 8, group="g", max_nums=4, decode=False)
+            assert c3.result().next_begin_offset == 12          # b's answer read and dropped
+            assert a.result().next_begin_offset == 4
+            p.pull_async(Q, 12, group="g", max_nums=4, decode=False)   # never answered (hold)
+        with c.direct_puller(Q) as fresh:
+            broker.hold = 1
+            assert fresh.pull(Q, 16, group="g", max_nums=4, decode=False).next_begin_offset == 20
     assert len(broker.connections) == 2                # the first was closed, not pooled
 
 
 def test_an_unanswered_pull_times_out_and_breaks_the_connection() -> None:
-    with FakeServer(Broker(hold=99)) as server:
-        c = client_for(server, timeout=0.3)
-        try:
-            p = c.direct_puller(Q)
-            with pytest.raises(RequestTimeout):
-                p.pull(Q, 0, group="g", max_nums=4, decode=False)
-            assert p.conn.broken
-            p.close()
-        finally:
-            c.close()
+    with connected(Broker(hold=99), timeout=0.3) as c:
+        p = c.direct_puller(Q)
+        with pytest.raises(RequestTimeout):
+            p.pull(Q, 0, group="g", max_nums=4, decode=False)
+        assert p.conn.broken
+        p.close()
 
 
 def test_signed_pulls_carry_the_signature() -> None:
     broker = Broker()
-    with FakeServer(broker) as server:
-        c = client_for(server, access_key="rocketmq2", secret_key="12345678")
-        try:
-            with c.direct_puller(Q) as p:
-                p.pull(Q, 0, group="g", max_nums=4, decode=False)
-        finally:
-            c.close()
+    with connected(broker, access_key="rocketmq2", secret_key="12345678") as c:
+        with c.direct_puller(Q) as p:
+            p.pull(Q, 0, group="g", max_nums=4, decode=False)
     ext = broker.pulls[0].ext
     assert ext["AccessKey"] == "rocketmq2" and ext["Signature"] == signature(ext, b"", "12345678")
 
@@ -203,17 +196,13 @@ def test_the_compiled_pulls_are_built() -> None:
 
 def test_a_compiled_run_returns_the_bodies_in_offset_order_and_where_to_go_on() -> None:
     broker = Broker(hold=4)                      # answers four at a time, last first
-    with FakeServer(broker) as server:
-        c = client_for(server)
-        try:
-            with c.direct_puller(Q) as p:
-                bodies, resume = _run(p, 0, 34)
-                assert resume == 32                    # 34 - 32 < 4: no whole pull left
-                assert _run(p, 32, 34) is None
-                broker.hold = 1
-                assert p.pull(Q, 32, group="g", max_nums=4, decode=False).next_begin_offset == 36
-        finally:
-            c.close()
+    with connected(broker) as c:
+        with c.direct_puller(Q) as p:
+            bodies, resume = _run(p, 0, 34)
+            assert resume == 32                    # 34 - 32 < 4: no whole pull left
+            assert _run(p, 32, 34) is None
+            broker.hold = 1
+            assert p.pull(Q, 32, group="g", max_nums=4, decode=False).next_begin_offset == 36
     assert bodies == [body(o, 4) for o in range(0, 32, 4)]
     offsets = [int(cmd.ext["queueOffset"]) for cmd in broker.pulls]
     assert offsets == list(range(0, 36, 4)) and len({cmd.opaque for cmd in broker.pulls}) == 9
@@ -227,15 +216,11 @@ def test_a_compiled_run_returns_the_bodies_in_offset_order_and_where_to_go_on() 
 ])
 def test_a_run_stops_at_the_first_answer_it_does_not_take(case: str, resume: int, delivered: list[int]) -> None:
     broker = Broker(**{{"refused": "refuse_at", "short": "short_at", "escaped": "escaped_at"}[case]: 8})
-    with FakeServer(broker) as server:
-        c = client_for(server)
-        try:
-            with c.direct_puller(Q) as p:
-                bodies, got = _run(p, 0, 40)
-                # the answers still due were read: the next pull gets its own answer
-                after = p.pull(Q, 24, group="g", max_nums=4, decode=False)
-        finally:
-            c.close()
+    with connected(broker) as c:
+        with c.direct_puller(Q) as p:
+            bodies, got = _run(p, 0, 40)
+            # the answers still due were read: the next pull gets its own answer
+            after = p.pull(Q, 24, group="g", max_nums=4, decode=False)
     assert got == resume
     assert [b[:len(body(o, 1))] for b, o in zip(bodies, delivered)] == [body(o, 1) for o in delivered]
     assert len(bodies) == len(delivered) and after.next_begin_offset == 28
@@ -245,27 +230,19 @@ def test_a_run_stops_at_the_first_answer_it_does_not_take(case: str, resume: int
                                           ({"max_bytes": 1, "depth": 3}, 3)])   # then those in flight
 def test_a_run_stops_after_about_max_rows_or_max_bytes(limit: dict, pulls: int) -> None:
     broker = Broker()
-    with FakeServer(broker) as server:
-        c = client_for(server)
-        try:
-            with c.direct_puller(Q) as p:
-                bodies, resume = _run(p, 0, 1000, **limit)
-        finally:
-            c.close()
+    with connected(broker) as c:
+        with c.direct_puller(Q) as p:
+            bodies, resume = _run(p, 0, 1000, **limit)
     assert resume == 4 * pulls and len(bodies) == pulls and len(broker.pulls) == pulls
 
 
 def test_an_unanswered_run_times_out_and_breaks_the_connection() -> None:
-    with FakeServer(Broker(hold=99)) as server:
-        c = client_for(server, timeout=0.3)
-        try:
-            p = c.direct_puller(Q)
-            with pytest.raises(RequestTimeout):
-                _run(p, 0, 16)
-            assert p.conn.broken
-            p.close()
-        finally:
-            c.close()
+    with connected(Broker(hold=99), timeout=0.3) as c:
+        p = c.direct_puller(Q)
+        with pytest.raises(RequestTimeout):
+            _run(p, 0, 16)
+        assert p.conn.broken
+        p.close()
 
 
 @pytest.mark.parametrize("broker_kw", [{}, {"short_at": 8}, {"escaped_at": 12}, {"hold": 4}])
@@ -275,14 +252,10 @@ def test_a_range_reads_the_same_with_and_without_compiled_runs(broker_kw: dict,
     from rocketmq_spark.sidecar.pull import PullPolicy, read_range
 
     def read() -> list[bytes]:
-        with FakeServer(Broker(**broker_kw)) as server:
-            c = client_for(server)
-            try:
-                with c.direct_puller(Q) as p:
-                    return list(read_range(p, PullSpec(Q, 0, 48, group="g", pull_batch_size=4),
-                                           PullPolicy(pipeline_depth=4)))
-            finally:
-                c.close()
+        with connected(Broker(**broker_kw)) as c:
+            with c.direct_puller(Q) as p:
+                return list(read_range(p, PullSpec(Q, 0, 48, group="g", pull_batch_size=4),
+                                       PullPolicy(pipeline_depth=4)))
 
     compiled = read()
     monkeypatch.setattr(direct, "_compiled", None)

@@ -24,19 +24,10 @@ from rocketmq_spark.sidecar.model import HealthInfo
 from rocketmq_spark.sidecar.server import SidecarServer
 from rocketmq_spark.sidecar.service import SidecarService
 from rocketmq_spark.sidecar.spawn import ENV_DIR, LOG_NAME, SOCKET_NAME
+from tests.processes import alive
 
 ROOT = Path(__file__).resolve().parents[2]
 
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:   # a zombie has exited
-        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def wait_until(pred: Callable[[], bool], timeout: float = 30.0) -> bool:
