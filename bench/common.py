@@ -321,58 +321,108 @@ def sidecar_pid(runtime_dir: str | Path, timeout: float = 2.0) -> int | None:
 # ------------------------------------------------------------------ CPU by process
 
 _TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+ROLES = ("broker", "sidecar", "Spark JVM", "Python workers", "driver (Python)", "other")
 
 
-def _processes() -> dict[int, tuple[int, str, float]]:
-    """pid -> (parent pid, command line, CPU seconds of it and its reaped children)."""
-    out: dict[int, tuple[int, str, float]] = {}
+@dataclass(frozen=True)
+class _Proc:
+    ppid: int
+    cmd: str
+    cpu: float            # seconds of its own (its threads'), children excluded
+
+
+def _processes(cmds: dict[tuple[int, str], str] | None = None) -> dict[tuple[int, str], _Proc]:
+    """(pid, start time) -> its parent, command line and CPU seconds of its own; ``cmds``
+    caches command lines by the same key."""
+    out: dict[tuple[int, str], _Proc] = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
             with open(f"/proc/{entry}/stat") as f:
                 stat = f.read()
-            with open(f"/proc/{entry}/cmdline", "rb") as f:
-                cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
+            fields = stat[stat.rindex(")") + 2:].split()
+            key = (int(entry), fields[19])            # a pid is reused: its start time is not
+            cmd = None if cmds is None else cmds.get(key)
+            if cmd is None:
+                with open(f"/proc/{entry}/cmdline", "rb") as f:
+                    cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
+                if cmds is not None:
+                    cmds[key] = cmd
+        except (OSError, ValueError, IndexError):
             continue
-        fields = stat[stat.rindex(")") + 2:].split()
-        ppid = int(fields[1])
-        ticks = sum(int(x) for x in fields[11:15])   # utime stime cutime cstime
-        out[int(entry)] = (ppid, cmd, ticks / _TICK)
+        out[key] = _Proc(int(fields[1]), cmd, (int(fields[11]) + int(fields[12])) / _TICK)
     return out
 
 
+class _Sampler:
+    """Every process's own CPU seconds, read every ``period`` from a thread on ``cpu`` (not
+    the host's), so processes that start and end inside the block count too (a reaped
+    child's CPU is not charged to its parent at its exit, which may fall in another block)."""
+
+    def __init__(self, period: float, cpu: int | None) -> None:
+        import threading
+
+        self.period, self.cpu = period, cpu
+        self.cmds: dict[tuple[int, str], str] = {}
+        self.first = _processes(self.cmds)
+        self.last = dict(self.first)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="cpu-sampler", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        if self.cpu is not None:
+            os.sched_setaffinity(0, {self.cpu})          # this thread only
+        while not self._stop.wait(self.period):
+            self.last.update(_processes(self.cmds))
+
+    def stop(self) -> dict[tuple[int, str], tuple[_Proc, float]]:
+        """key -> (the process, CPU seconds it spent since the first reading)."""
+        self._stop.set()
+        self._thread.join()
+        self.last.update(_processes(self.cmds))
+        return {k: (p, p.cpu - (self.first[k].cpu if k in self.first else 0.0))
+                for k, p in self.last.items()}
+
+
 @contextmanager
-def cpu_spent(sidecar_dir: str) -> Iterator[dict[str, float]]:
-    """A dict filled on exit with the CPU seconds each role (``cpu_by_role``) spent inside
-    the ``with`` block."""
+def cpu_spent(sidecar_dir: str, *, period: float = 0.1,
+              sampler_cpu: int | None = None) -> Iterator[dict[str, float]]:
+    """A dict filled on exit with the CPU seconds each role (``ROLES``) spent inside the
+    ``with`` block: this process's tree (Spark's JVM, its Python processes, the broker it
+    started) and the sidecar of ``sidecar_dir``. Each process's own CPU time is read every
+    ``period`` seconds (from a thread pinned to ``sampler_cpu`` when given), so processes
+    that start or end inside the block count (up to their last reading)."""
+    sampler = _Sampler(period, sampler_cpu)
     spent: dict[str, float] = {}
-    before = cpu_by_role(sidecar_dir)
-    yield spent
-    after = cpu_by_role(sidecar_dir)
-    spent.update({role: after[role] - before[role] for role in after})
+    try:
+        yield spent
+    finally:
+        spent.update(_by_role(sampler.stop(), sidecar_dir))
 
 
-def cpu_by_role(sidecar_dir: str) -> dict[str, float]:
-    """CPU seconds so far of this process's tree by role (broker, sidecar, Spark JVM, Python
-    workers, driver), for a run's breakdown: call before and after, subtract."""
-    procs = _processes()
-    mine = {os.getpid()}
-    changed = True
-    while changed:
-        changed = False
-        for pid, (ppid, _, _) in procs.items():
-            if ppid in mine and pid not in mine:
-                mine.add(pid)
-                changed = True
-    roles = {"broker": 0.0, "sidecar": 0.0, "Spark JVM": 0.0, "Python workers": 0.0, "driver (Python)": 0.0}
-    for pid, (_, cmd, cpu) in procs.items():
+def _by_role(seen: dict[tuple[int, str], tuple[_Proc, float]], sidecar_dir: str) -> dict[str, float]:
+    parents = {pid: p.ppid for (pid, _), (p, _) in seen.items()}
+    me = os.getpid()
+
+    def mine(pid: int) -> bool:
+        for _ in range(64):
+            if pid == me:
+                return True
+            pid = parents.get(pid, 0)
+            if pid <= 1:
+                return False
+        return False
+
+    roles = dict.fromkeys(ROLES, 0.0)
+    for (pid, _), (p, cpu) in seen.items():
+        cmd = p.cmd
         if sidecar_dir in cmd and "sidecar" in cmd:
             roles["sidecar"] += cpu
-        elif pid not in mine:
+        elif not mine(pid):
             continue
-        elif pid == os.getpid():
+        elif pid == me:
             roles["driver (Python)"] += cpu
         elif "rocketmq_spark.cli broker" in cmd:
             roles["broker"] += cpu
@@ -380,4 +430,6 @@ def cpu_by_role(sidecar_dir: str) -> dict[str, float]:
             roles["Spark JVM"] += cpu
         elif "pyspark.daemon" in cmd or "pyspark.worker" in cmd:
             roles["Python workers"] += cpu
+        else:
+            roles["other"] += cpu
     return roles

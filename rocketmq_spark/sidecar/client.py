@@ -22,7 +22,7 @@ from rocketmq_spark.sidecar.model import (DEFAULT_MAX_ROWS_PER_BATCH, DEFAULT_PU
                                           SIDECAR_GROUP, Cluster, CommitOutcome, HealthInfo, Outgoing,
                                           PullSpec, SendBackItem, TxnRef)
 from rocketmq_spark.sidecar.errors import SidecarUnavailable
-from rocketmq_spark.sidecar.server import GRPC_OPTIONS, parse_address
+from rocketmq_spark.sidecar.address import GRPC_OPTIONS, parse_address
 from rocketmq_spark.sidecar.status import from_status
 from rocketmq_spark.sidecar.v1 import sidecar_pb2 as pb
 from rocketmq_spark.sidecar.v1 import sidecar_pb2_grpc as pb_grpc

@@ -65,8 +65,15 @@ class _RangeReader:
         self._backoff = policy.backoff_initial
 
     def __iter__(self) -> Iterator[bytes]:
+        for chunk in self.chunks():
+            yield from chunk
+
+    def chunks(self) -> Iterator[list[bytes]]:
+        """The bodies in lists: a compiled run's whole, else up to ``depth`` pulls' (a list
+        goes out before any wait, so nothing received is held back while a pull stalls)."""
         s = self.spec
         offset = s.start
+        held: list[bytes] = []
         # Pulls in flight, oldest first: (offset, its pull). Ahead of the oldest, pulls go
         # out at the offsets the last answer predicts (each pull advanced by ``stride``);
         # an answer that ends elsewhere (a tag filter's gap, a capped answer, data loss)
@@ -90,7 +97,8 @@ class _RangeReader:
                         fast = None
                     else:
                         bodies, resume = got
-                        yield from bodies
+                        if bodies:
+                            yield bodies
                         if resume > offset:
                             self._stall_since, self._backoff = None, self.policy.backoff_initial
                             offset = ahead = resume
@@ -103,7 +111,10 @@ class _RangeReader:
                 res = pending.result()
                 step = _HANDLERS[res.status](self, offset, res)
                 if step.body:
-                    yield step.body
+                    held.append(step.body)
+                if held and (step.stop or step.waiting or len(held) >= depth or fast is not None):
+                    yield held
+                    held = []
                 if step.stop:
                     return
                 if step.waiting:
@@ -119,6 +130,8 @@ class _RangeReader:
                         stride = min(step.offset - at, s.pull_batch_size)
                     ahead = step.offset
                 offset = step.offset
+            if held:
+                yield held
         finally:
             _cancel(inflight)
 
@@ -248,3 +261,9 @@ def read_range(client: Puller, spec: PullSpec, policy: PullPolicy = PullPolicy()
     They may hold messages outside the range, and other tags than subscribed (the broker
     filters by tag hash): ``columnar.Window`` keeps exactly the range's rows."""
     return iter(_RangeReader(client, spec, policy))
+
+
+def read_chunks(client: Puller, spec: PullSpec, policy: PullPolicy = PullPolicy()) -> Iterator[list[bytes]]:
+    """``read_range``'s bodies in lists (a compiled run's, or up to the pipeline's depth of
+    pulls'): a thread can hand them over a list at a time."""
+    return _RangeReader(client, spec, policy).chunks()

@@ -15,13 +15,12 @@ import stat
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
 import grpc
 
-from rocketmq_spark.errors import ConfigError
+from rocketmq_spark.sidecar.address import GRPC_OPTIONS, Address, parse_address  # noqa: F401 (re-exported)
 from rocketmq_spark.sidecar.errors import SidecarStartError
 from rocketmq_spark.sidecar.service import SidecarService
 from rocketmq_spark.sidecar.servicer import SidecarServicer
@@ -31,44 +30,7 @@ log = logging.getLogger(__name__)
 
 FIRST_CALL_WAIT = 30.0     # seconds an idle sidecar waits for its first call, whatever its idle timeout
 
-MAX_MESSAGE_BYTES = 64 << 20
-GRPC_OPTIONS = (
-    ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
-    ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-)
 _SERVER_OPTIONS = GRPC_OPTIONS + (("grpc.so_reuseport", 0),)
-UNIX_PATH_MAX = 107
-
-
-@dataclass(frozen=True)
-class Address:
-    """Where a sidecar listens: ``target`` is what gRPC takes, ``path`` a Unix socket's file."""
-
-    target: str
-    path: Path | None = None
-
-    def __str__(self) -> str:
-        return self.target
-
-
-def parse_address(text: str) -> Address:
-    """``unix:PATH``, ``unix:///abs/path`` or ``host:port`` -> Address (paths made absolute)."""
-    text = text.strip()
-    if text.startswith("unix:"):
-        raw = text[len("unix:"):]
-        if raw.startswith("//"):
-            raw = raw[2:]
-        if not raw:
-            raise ConfigError(f"sidecar address {text!r} names no socket path")
-        path = Path(raw).expanduser().absolute()
-        if len(os.fsencode(path)) > UNIX_PATH_MAX:
-            raise ConfigError(f"sidecar socket path {str(path)!r} is longer than {UNIX_PATH_MAX} "
-                              "bytes (a Unix socket limit); use a shorter directory")
-        return Address(f"unix:{path}", path)
-    host, sep, port = text.rpartition(":")
-    if not sep or not host or not port.isdigit():
-        raise ConfigError(f"sidecar address {text!r} is neither unix:PATH nor HOST:PORT")
-    return Address(text)
 
 
 class Activity:

@@ -30,7 +30,7 @@ from rocketmq_spark.sidecar.locks import LOCK_LEASE, LOCK_RENEW_INTERVAL, LockKe
 from rocketmq_spark.sidecar.model import (API_VERSION, TAG_PROPERTY, Cluster, CommitOutcome, HealthInfo,
                                           Outgoing, PullSpec, SendBackItem, TxnRef, TxnTag, queue_name)
 from rocketmq_spark.sidecar.producers import ProducerKeeper
-from rocketmq_spark.sidecar.pull import PullPolicy, pipeline_depth, read_range
+from rocketmq_spark.sidecar.pull import PullPolicy, pipeline_depth, read_chunks
 from rocketmq_spark.sidecar.readahead import readahead
 from rocketmq_spark.sidecar.transactions import Transactions, validate_halves
 from rocketmq_spark.structs import HalfMessage, QueueOffsets, SendResult
@@ -39,6 +39,7 @@ log = logging.getLogger(__name__)
 
 ClientFactory = Callable[[Cluster], MQClient]
 PULL_READAHEAD = 4       # bodies fetched ahead by a thread when a range is read one pull at a time
+RUNS_AHEAD = 2           # lists of bodies (a run of pulls: <= 4 MiB) fetched ahead otherwise
 
 
 def default_client_factory(cluster: Cluster) -> MQClient:
@@ -190,36 +191,37 @@ class SidecarService:
     def _batches(self, cluster: Cluster, spec: PullSpec) -> Iterator[pa.RecordBatch]:
         """The range's rows as record batches, produced pull by pull."""
         client = self.client(cluster)
-        bodies = self._range(client, spec)
-        if pipeline_depth(client, spec, self.pull_policy) == 1:
-            # One pull at a time (a tag filter): a thread overlaps it with decoding. With
-            # pulls in flight the broker works while we decode already, and a thread's
-            # hand-over per pull would cost more than it saves (measured: bench/README.md).
-            bodies = readahead(bodies, PULL_READAHEAD)
+        # A thread reads the range (and owns its connection) while this one decodes and
+        # hands over: the broker works on the next pulls meanwhile. It hands over a list of
+        # bodies at a time (a compiled run's, or a pipeline's worth), one body when pulls go
+        # one at a time (a tag filter).
+        ahead = PULL_READAHEAD if pipeline_depth(client, spec, self.pull_policy) == 1 else RUNS_AHEAD
+        chunks = readahead(self._range(client, spec), ahead, name=f"rocketmq-pull-{spec.queue.queue_id}")
+        bodies = (body for chunk in chunks for body in chunk)
         window = columnar.Window(spec.start, spec.end, parse_subscription(spec.sub_expression),
                                  spec.queue.broker_name, spec.restore_retry_topic_of)
         return self._served(spec, columnar.BodyBatcher(window, spec.max_rows_per_batch).batches(bodies))
 
-    def _range(self, client: MQClient, spec: PullSpec) -> Iterator[bytes]:
-        """The range's pull bodies, over a connection of the range's own when the client
-        offers one (no hand-over between threads per pull: client/direct.py)."""
+    def _range(self, client: MQClient, spec: PullSpec) -> Iterator[list[bytes]]:
+        """The range's pull bodies in lists (``pull.read_chunks``), over a connection of the
+        range's own when the client offers one (client/direct.py)."""
         direct = getattr(client, "direct_puller", None)
         if direct is None:
-            yield from read_range(client, spec, self.pull_policy)
+            yield from read_chunks(client, spec, self.pull_policy)
             return
         yielded = False
         try:
             with direct(spec.queue) as puller:
-                for body in read_range(puller, spec, self.pull_policy):
+                for chunk in read_chunks(puller, spec, self.pull_policy):
                     yielded = True
-                    yield body
+                    yield chunk
         except TransportError as exc:
             if yielded:
                 raise
             # a pooled connection the broker had just closed: once more, on a new one
             log.info("pulling %s: %s; once more on a new connection", queue_name(spec.queue), exc)
             with direct(spec.queue, fresh=True) as puller:
-                yield from read_range(puller, spec, self.pull_policy)
+                yield from read_chunks(puller, spec, self.pull_policy)
 
     def _served(self, spec: PullSpec, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         """Pass ``batches`` through; once the range is read whole, count it and log one line

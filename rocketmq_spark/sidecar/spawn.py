@@ -33,7 +33,7 @@ from rocketmq_spark.sidecar.client import SidecarClient
 from rocketmq_spark.sidecar.errors import (SidecarStartError, SidecarVersionMismatch,
                                            UnsafeRuntimeDir)
 from rocketmq_spark.sidecar.model import HealthInfo
-from rocketmq_spark.sidecar.server import parse_address
+from rocketmq_spark.sidecar.address import parse_address
 
 ENV_DIR = "ROCKETMQ_SPARK_SIDECAR_DIR"
 SOCKET_NAME = "sidecar.sock"
