@@ -2,14 +2,15 @@
  * DirectPuller.fast_range, the compiled form of what sidecar/pull.py does pull by pull.
  *
  * run(fd, head, mid, tail, start, end, stride, depth, max_rows, max_bytes, timeout_ms, opaque)
- *     -> (bodies, resume, opaque, rest)
+ *     -> (data, resume, opaque, rest)
  *
  * Sends JSON PULL_MESSAGE requests made from the template (head + offset + mid + opaque +
  * tail, as direct.py cuts it) for offsets start, start + stride, ... while each whole pull
  * fits below end, up to `depth` in flight, until about `max_rows` messages were asked for or
  * `max_bytes` of bodies came (whichever first: memory stays bounded); reads the
  * answers (matched by opaque: a broker may answer out of order) and returns the FOUND
- * bodies, in offset order, that ended where they were expected to (at + stride). The first
+ * bodies, in offset order, that ended where they were expected to (at + stride), one after
+ * the other in `data` (stored records delimit themselves). The first
  * answer that is anything else (another status, a short answer, a header this scanner does
  * not read) stops it: no more requests go out, the answers still due are read and dropped,
  * and `resume` is where the caller's own (Python) path goes on: past a short FOUND answer
@@ -17,7 +18,8 @@
  * what was read past the last answer due (the start of a frame nobody asked for).
  * Raises TimeoutError when no answer comes for timeout_ms, ConnectionError when the
  * connection fails or closes, ValueError on a frame with a bad length: the connection is
- * then out of step and the caller must drop it. The GIL is released while waiting.
+ * then out of step and the caller must drop it. The whole run goes without the GIL (a
+ * thread decoding the last run's bodies meanwhile is not made to hand it over per pull).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -37,7 +39,8 @@ typedef struct {
     long opaque;
     int state;            /* 0 waiting, 1 answered */
     long long code, next; /* code -1: an answer this scanner could not read */
-    PyObject *body;
+    char *body;           /* a FOUND answer's body (raw allocator), len bytes */
+    size_t len;
 } Slot;
 
 typedef struct {
@@ -256,41 +259,50 @@ static long long now_ms(void) {
     return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* 0 ready, 1 timed out, -1 error (errno). */
-static int wait_for(int fd, short events, long long deadline) {
-    for (;;) {
-        long long left = deadline - now_ms();
-        if (left <= 0)
-            return 1;
-        struct pollfd pfd = {fd, events, 0};
-        int r;
-        Py_BEGIN_ALLOW_THREADS
-        r = poll(&pfd, 1, (int)(left > 60000 ? 60000 : left));
-        Py_END_ALLOW_THREADS
-        if (r > 0)
-            return 0;
-        if (r < 0 && errno != EINTR)
-            return -1;
+/* What went wrong, kept while the GIL is released and raised once it is held again. */
+typedef struct {
+    int kind;            /* 0 none, or one of E_* */
+    int err;             /* errno for E_ERRNO */
+    char text[96];
+} Fail;
+enum { E_NONE, E_TIMEOUT, E_CLOSED, E_ERRNO, E_FRAME, E_MEMORY, E_ARGS };
+
+static int fail(Fail *f, int kind, const char *text) {
+    f->kind = kind;
+    f->err = errno;
+    snprintf(f->text, sizeof f->text, "%s", text ? text : "");
+    return -1;
+}
+
+static void raise_fail(const Fail *f) {
+    switch (f->kind) {
+    case E_TIMEOUT: PyErr_SetString(PyExc_TimeoutError, f->text); break;
+    case E_CLOSED: PyErr_SetString(PyExc_ConnectionError, f->text); break;
+    case E_ERRNO: errno = f->err; PyErr_SetFromErrno(PyExc_ConnectionError); break;
+    case E_FRAME: case E_ARGS: PyErr_SetString(PyExc_ValueError, f->text); break;
+    default: PyErr_NoMemory(); break;
     }
 }
 
-/* wait_for with the error set: TimeoutError(timed_out) or ConnectionError; 0 ready. */
-static int wait_or_raise(int fd, short events, long long deadline, const char *timed_out) {
-    int w = wait_for(fd, events, deadline);
-    if (w == 1)
-        PyErr_SetString(PyExc_TimeoutError, timed_out);
-    else if (w < 0)
-        PyErr_SetFromErrno(PyExc_ConnectionError);
-    return w ? -1 : 0;
+/* 0 ready, -1 failed (timed out or poll's error). Called without the GIL. */
+static int wait_for(int fd, short events, long long deadline, const char *timed_out, Fail *f) {
+    for (;;) {
+        long long left = deadline - now_ms();
+        if (left <= 0)
+            return fail(f, E_TIMEOUT, timed_out);
+        struct pollfd pfd = {fd, events, 0};
+        int r = poll(&pfd, 1, (int)(left > 60000 ? 60000 : left));
+        if (r > 0)
+            return 0;
+        if (r < 0 && errno != EINTR)
+            return fail(f, E_ERRNO, NULL);
+    }
 }
 
-static int send_all(int fd, const char *data, size_t len, long long timeout_ms) {
+static int send_all(int fd, const char *data, size_t len, long long timeout_ms, Fail *f) {
     long long deadline = now_ms() + timeout_ms;
     while (len) {
-        ssize_t n;
-        Py_BEGIN_ALLOW_THREADS
-        n = send(fd, data, len, MSG_DONTWAIT | MSG_NOSIGNAL);
-        Py_END_ALLOW_THREADS
+        ssize_t n = send(fd, data, len, MSG_DONTWAIT | MSG_NOSIGNAL);
         if (n > 0) {
             data += n;
             len -= (size_t)n;
@@ -299,12 +311,11 @@ static int send_all(int fd, const char *data, size_t len, long long timeout_ms) 
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            if (wait_or_raise(fd, POLLOUT, deadline, "sending pulls timed out"))
+            if (wait_for(fd, POLLOUT, deadline, "sending pulls timed out", f))
                 return -1;
             continue;
         }
-        PyErr_SetFromErrno(PyExc_ConnectionError);
-        return -1;
+        return fail(f, E_ERRNO, NULL);
     }
     return 0;
 }
@@ -314,41 +325,41 @@ typedef struct {
     size_t start, len, cap;   /* unread bytes: data[start:start + len] */
 } Buf;
 
-/* Reads once more into the buffer; 0 read, -1 error set. */
-static int fill(int fd, Buf *b, long long deadline) {
+/* Room for `more` bytes after the end of `b` (raw allocator: no GIL needed). */
+static int reserve(Buf *b, size_t more, Fail *f) {
+    if (b->cap - (b->start + b->len) >= more)
+        return 0;
     if (b->start && b->len)
         memmove(b->data, b->data + b->start, b->len);
     b->start = 0;
-    if (b->cap - b->len < RECV_CHUNK) {
-        size_t cap = b->cap * 2 > b->len + RECV_CHUNK ? b->cap * 2 : b->len + RECV_CHUNK;
-        char *grown = PyMem_Realloc(b->data, cap);
-        if (!grown) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        b->data = grown;
-        b->cap = cap;
-    }
+    if (b->cap - b->len >= more)
+        return 0;
+    size_t cap = b->cap * 2 > b->len + more ? b->cap * 2 : b->len + more;
+    char *grown = PyMem_RawRealloc(b->data, cap);
+    if (!grown)
+        return fail(f, E_MEMORY, NULL);
+    b->data = grown;
+    b->cap = cap;
+    return 0;
+}
+
+/* Reads once more into the buffer; 0 read, -1 failed. Called without the GIL. */
+static int fill(int fd, Buf *b, long long deadline, Fail *f) {
+    if (reserve(b, RECV_CHUNK, f))
+        return -1;
     for (;;) {
-        ssize_t n;
-        Py_BEGIN_ALLOW_THREADS
-        n = recv(fd, b->data + b->len, b->cap - b->len, MSG_DONTWAIT);
-        Py_END_ALLOW_THREADS
+        ssize_t n = recv(fd, b->data + b->start + b->len, b->cap - b->start - b->len, MSG_DONTWAIT);
         if (n > 0) {
             b->len += (size_t)n;
             return 0;
         }
-        if (n == 0) {
-            PyErr_SetString(PyExc_ConnectionError, "connection closed by the peer");
-            return -1;
-        }
+        if (n == 0)
+            return fail(f, E_CLOSED, "connection closed by the peer");
         if (errno == EINTR)
             continue;
-        if (errno != EAGAIN && errno != EWOULDBLOCK) {
-            PyErr_SetFromErrno(PyExc_ConnectionError);
-            return -1;
-        }
-        if (wait_or_raise(fd, POLLIN, deadline, "no pull answer in time"))
+        if (errno != EAGAIN && errno != EWOULDBLOCK)
+            return fail(f, E_ERRNO, NULL);
+        if (wait_for(fd, POLLIN, deadline, "no pull answer in time", f))
             return -1;
     }
 }
@@ -364,41 +375,46 @@ static PyObject *run(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "iy*y*y*LLLiLLLl", &fd, &head, &mid, &tail, &start, &end, &stride,
                           &depth, &max_rows, &max_bytes, &timeout_ms, &opaque))
         return NULL;
-    PyObject *bodies = NULL, *result = NULL;
+    PyObject *result = NULL;
     char *frames = NULL;
-    Buf in = {NULL, 0, 0, 0};
+    Buf in = {NULL, 0, 0, 0}, out = {NULL, 0, 0, 0};     /* read; the bodies delivered */
     Slot slots[MAX_DEPTH];
     int first = 0, count = 0;         /* in-flight slots: a ring from `first` */
     long long ahead = start, planned = 0, resume = -1, due = 0, got_bytes = 0;
     int stopping = 0;
+    Fail f = {E_NONE, 0, {0}};
+    memset(slots, 0, sizeof slots);
     if (depth < 1 || depth > MAX_DEPTH || stride < 1 || start < 0) {
         PyErr_SetString(PyExc_ValueError, "bad depth, stride or start");
-        goto done;
+        goto release;
     }
     size_t frame_cap = (size_t)depth * (8 + head.len + mid.len + tail.len + 48);
-    frames = PyMem_Malloc(frame_cap);
-    bodies = PyList_New(0);
-    if (!frames || !bodies) {
-        PyErr_NoMemory();
+    PyThreadState *ts = PyEval_SaveThread();        /* the whole run goes without the GIL */
+    frames = PyMem_RawMalloc(frame_cap);
+    if (!frames) {
+        fail(&f, E_MEMORY, NULL);
         goto done;
     }
     for (;;) {
         /* deliver answered pulls in offset order */
         while (count && slots[first].state && !stopping) {
             Slot *s = &slots[first];
-            if (s->code == 0 && s->body && s->next == s->at + stride) {
-                if (PyList_Append(bodies, s->body))
+            int take = s->code == 0 && s->body && s->next > s->at;
+            if (take) {
+                if (reserve(&out, s->len, &f))
                     goto done;
-            } else if (s->code == 0 && s->body && s->next > s->at) {   /* short: it ends here */
-                if (PyList_Append(bodies, s->body))
-                    goto done;
-                resume = s->next;
-                stopping = 1;
-            } else {                                                     /* the caller's path */
+                memcpy(out.data + out.len, s->body, s->len);
+                out.len += s->len;
+                if (s->next != s->at + stride) {        /* short: it ends here */
+                    resume = s->next;
+                    stopping = 1;
+                }
+            } else {                                     /* the caller's path */
                 resume = s->at;
                 stopping = 1;
             }
-            Py_CLEAR(s->body);
+            PyMem_RawFree(s->body);
+            s->body = NULL;
             first = (first + 1) % depth;
             count--;
         }
@@ -407,8 +423,8 @@ static PyObject *run(PyObject *self, PyObject *args) {
         while (!stopping && count < depth && ahead + stride <= end && planned < max_rows &&
                got_bytes < max_bytes) {
             opaque = (opaque % 0x7FFFFFFE) + 1;
-            char *f = frames + flen;
-            char *h = f + 8;
+            char *fr = frames + flen;
+            char *h = fr + 8;
             memcpy(h, head.buf, head.len);
             h += head.len;
             h += sprintf(h, "%lld", ahead);
@@ -417,21 +433,22 @@ static PyObject *run(PyObject *self, PyObject *args) {
             h += sprintf(h, "%ld", opaque);
             memcpy(h, tail.buf, tail.len);
             h += tail.len;
-            uint32_t hlen = (uint32_t)(h - (f + 8)), total = hlen + 4;
-            f[0] = (char)(total >> 24); f[1] = (char)(total >> 16); f[2] = (char)(total >> 8); f[3] = (char)total;
-            f[4] = 0; f[5] = (char)(hlen >> 16); f[6] = (char)(hlen >> 8); f[7] = (char)hlen;  /* JSON */
-            flen += (size_t)(h - f);
+            uint32_t hlen = (uint32_t)(h - (fr + 8)), total = hlen + 4;
+            fr[0] = (char)(total >> 24); fr[1] = (char)(total >> 16); fr[2] = (char)(total >> 8); fr[3] = (char)total;
+            fr[4] = 0; fr[5] = (char)(hlen >> 16); fr[6] = (char)(hlen >> 8); fr[7] = (char)hlen;  /* JSON */
+            flen += (size_t)(h - fr);
             Slot *s = &slots[(first + count) % depth];
             s->at = ahead;
             s->opaque = opaque;
             s->state = 0;
             s->body = NULL;
+            s->len = 0;
             count++;
             due++;
             ahead += stride;
             planned += stride;
         }
-        if (flen && send_all(fd, frames, flen, timeout_ms))
+        if (flen && send_all(fd, frames, flen, timeout_ms, &f))
             goto done;
         if (!due) {
             if (!stopping)
@@ -444,13 +461,14 @@ static PyObject *run(PyObject *self, PyObject *args) {
                 unsigned char *q = (unsigned char *)in.data + in.start;
                 long long length = ((long long)q[0] << 24) | (q[1] << 16) | (q[2] << 8) | q[3];
                 if (length < 4 || length + 4 > MAX_FRAME) {
-                    PyErr_Format(PyExc_ValueError, "bad frame length %lld", length);
+                    snprintf(f.text, sizeof f.text, "bad frame length %lld", length);
+                    f.kind = E_FRAME;
                     goto done;
                 }
                 if ((long long)in.len >= length + 4)
                     break;
             }
-            if (fill(fd, &in, now_ms() + timeout_ms))
+            if (fill(fd, &in, now_ms() + timeout_ms, &f))
                 goto done;
         }
         unsigned char *q = (unsigned char *)in.data + in.start;
@@ -483,29 +501,47 @@ static PyObject *run(PyObject *self, PyObject *args) {
             hit->code = code;
             hit->next = next;
             if (code == 0 && !stopping) {
-                hit->body = PyBytes_FromStringAndSize((const char *)q + 8 + hlen, (Py_ssize_t)(length - 4 - hlen));
-                if (!hit->body)
+                size_t blen = length - 4 - hlen;
+                hit->body = PyMem_RawMalloc(blen ? blen : 1);
+                if (!hit->body) {
+                    fail(&f, E_MEMORY, NULL);
                     goto done;
-                got_bytes += (long long)(length - 4 - hlen);
+                }
+                memcpy(hit->body, q + 8 + hlen, blen);
+                hit->len = blen;
+                got_bytes += (long long)blen;
             }
         }
         in.start += length + 4;
         in.len -= length + 4;
         if (stopping) {          /* drop what is no longer delivered */
-            for (int i = 0; i < count; i++)
-                Py_CLEAR(slots[(first + i) % depth].body);
+            for (int i = 0; i < count; i++) {
+                PyMem_RawFree(slots[(first + i) % depth].body);
+                slots[(first + i) % depth].body = NULL;
+            }
             count = 0;
         }
     }
-    /* bytes read past the last answer due (none from a broker that only answers) */
-    result = Py_BuildValue("(OLly#)", bodies, resume, opaque, in.data ? in.data + in.start : "",
-                           (Py_ssize_t)in.len);
 done:
-    for (int i = 0; i < count; i++)
-        Py_CLEAR(slots[(first + i) % depth].body);
-    Py_XDECREF(bodies);
-    PyMem_Free(frames);
-    PyMem_Free(in.data);
+    for (int i = 0; i < MAX_DEPTH; i++) {
+        PyMem_RawFree(slots[i].body);
+        slots[i].body = NULL;
+    }
+    PyMem_RawFree(frames);
+    PyEval_RestoreThread(ts);
+    if (f.kind != E_NONE) {
+        raise_fail(&f);
+    } else {
+        /* the delivered bodies, one after the other (records delimit themselves); the bytes
+           read past the last answer due (none from a broker that only answers) */
+        PyObject *data = PyBytes_FromStringAndSize(out.data ? out.data + out.start : "", (Py_ssize_t)out.len);
+        if (data)
+            result = Py_BuildValue("(NLly#)", data, resume, opaque, in.data ? in.data + in.start : "",
+                                   (Py_ssize_t)in.len);
+    }
+    PyMem_RawFree(in.data);
+    PyMem_RawFree(out.data);
+release:
     PyBuffer_Release(&head);
     PyBuffer_Release(&mid);
     PyBuffer_Release(&tail);
@@ -528,7 +564,7 @@ static PyObject *scan(PyObject *self, PyObject *args) {
 }
 
 static PyMethodDef METHODS[] = {
-    {"run", run, METH_VARARGS, "A range's plain pulls in one call: (bodies, resume, opaque, rest)."},
+    {"run", run, METH_VARARGS, "A range's plain pulls in one call: (data, resume, opaque, rest)."},
     {"scan", scan, METH_VARARGS, "(code, flag, opaque, nextBeginOffset) of a JSON header, or None."},
     {NULL, NULL, 0, NULL},
 };

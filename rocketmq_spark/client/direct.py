@@ -211,11 +211,12 @@ class DirectPuller:
                    max_bytes: int = FAST_RUN_BYTES) -> tuple[list[bytes], int] | None:
         """Plain pulls from ``offset`` (``max_nums`` asked, ``stride`` expected, each whole below
         ``end``), ``depth`` in flight, about ``max_rows`` messages or ``max_bytes`` of bodies
-        (then the pulls in flight), in one compiled call
-        (_fastpull.c): (the FOUND bodies that ended where expected, in order; the offset to
-        go on from with ``pull_async``, which handles everything else). None when the call
-        cannot be made here: not built, a signed (ACL) or TLS connection, pulls of this
-        puller still due, or not one whole pull left."""
+        (then the pulls in flight), in one compiled call without the GIL
+        (_fastpull.c): (the FOUND bodies that ended where expected, in order, as one body:
+        stored records delimit themselves; the offset to go on from with ``pull_async``,
+        which handles everything else). None when the call cannot be made here: not built, a
+        signed (ACL) or TLS connection, pulls of this puller still due, or not one whole
+        pull left."""
         conn = self.conn
         if (_compiled is None or self._sign is not None or isinstance(conn.sock, TlsStream)
                 or self._outstanding or conn._buf or conn.broken or end - offset < stride):
@@ -227,7 +228,7 @@ class DirectPuller:
                 queue, _OFFSET_MARK, group=group, max_nums=max_nums, expression=expression))
         timeout_ms = max(1, int(pull_codec.pull_timeout(0, self.request_timeout) * 1000))
         try:
-            bodies, resume, self._opaque, rest = _compiled.run(conn.sock.fileno(), *parts, offset, end, stride,
+            data, resume, self._opaque, rest = _compiled.run(conn.sock.fileno(), *parts, offset, end, stride,
                                                                depth, max_rows, max_bytes, timeout_ms,
                                                                self._opaque)
         except TimeoutError:
@@ -237,7 +238,7 @@ class DirectPuller:
             conn.close()
             raise TransportError(f"pulls from {conn.address} failed: {exc}") from None
         conn._buf += rest
-        return bodies, resume
+        return ([data] if data else []), resume
 
     def _answer(self, opaque: int, deadline: float) -> RemotingCommand | PullResult:
         while opaque not in self._answers:

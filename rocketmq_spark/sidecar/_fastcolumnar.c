@@ -11,8 +11,12 @@
  * numpy path, whose per-message fallback gives damaged data its precise error. Text is not
  * checked for UTF-8 here; the caller validates the string arrays.
  *
+ * decode_parts(bodies) does the same over the records of several pull bodies (a list of
+ * bytes), walked here: no joined copy, no list of starts.
+ *
  * record_starts(data, base) walks a body's records and returns their start positions + base,
- * or raises ValueError when a size does not fit.
+ * or raises ValueError when a size does not fit; count_records(data) returns how many there
+ * are, with the same checks.
  *
  * The pure-Python path (columnar.py) stays the reference: tests compare the two.
  */
@@ -46,48 +50,57 @@ static inline int64_t be64(const uint8_t *p) {
 }
 static inline int16_t be16(const uint8_t *p) { return (int16_t)(((uint16_t)p[0] << 8) | p[1]); }
 
-/* A growing byte buffer with int32 offsets (one Arrow variable-width column). */
+/* A growing byte buffer with int32 offsets (one Arrow variable-width column), written
+   straight into bytes objects that Python wraps as they are (no copy at the end). */
 typedef struct {
+    PyObject *data_obj;
     char *data;
     Py_ssize_t len, cap;
+    PyObject *off_obj;
     int32_t *offsets; /* rows + 1, grown as rows come */
     Py_ssize_t off_cap;
     uint8_t *valid;   /* n, 1 = present (NULL when the column has no nulls) */
 } Column;
 
+/* A bytes object of `size` bytes to be filled (refcount 1: it can still be resized). */
+static PyObject *new_bytes(Py_ssize_t size) { return PyBytes_FromStringAndSize(NULL, size); }
+
+static int resize(PyObject **obj, Py_ssize_t size) { return _PyBytes_Resize(obj, size); }
+
 static int col_init(Column *c, Py_ssize_t rows, Py_ssize_t cap, int nullable) {
     c->len = 0;
     c->cap = cap > 16 ? cap : 16;
     c->off_cap = rows + 1 > 16 ? rows + 1 : 16;
-    c->data = PyMem_Malloc(c->cap);
-    c->offsets = PyMem_Malloc(sizeof(int32_t) * c->off_cap);
+    c->data_obj = new_bytes(c->cap);
+    c->off_obj = new_bytes(sizeof(int32_t) * c->off_cap);
     c->valid = nullable ? PyMem_Calloc(rows > 0 ? rows : 1, 1) : NULL;
-    if (!c->data || !c->offsets || (nullable && !c->valid)) return -1;
+    if (!c->data_obj || !c->off_obj || (nullable && !c->valid)) return -1;
+    c->data = PyBytes_AS_STRING(c->data_obj);
+    c->offsets = (int32_t *)PyBytes_AS_STRING(c->off_obj);
     c->offsets[0] = 0;
     return 0;
 }
 
 static void col_free(Column *c) {
-    PyMem_Free(c->data);
-    PyMem_Free(c->offsets);
+    Py_CLEAR(c->data_obj);
+    Py_CLEAR(c->off_obj);
     PyMem_Free(c->valid);
+    c->valid = NULL;
 }
 
 /* 0, -1 out of memory, -2 past int32 offsets (the caller falls back) */
 static int col_put(Column *c, Py_ssize_t row, const void *src, Py_ssize_t n) {
     if (row + 2 > c->off_cap) {
         Py_ssize_t cap = c->off_cap * 2;
-        int32_t *o = PyMem_Realloc(c->offsets, sizeof(int32_t) * cap);
-        if (!o) return -1;
-        c->offsets = o;
+        if (resize(&c->off_obj, sizeof(int32_t) * cap) < 0) { PyErr_Clear(); return -1; }
+        c->offsets = (int32_t *)PyBytes_AS_STRING(c->off_obj);
         c->off_cap = cap;
     }
     if (c->len + n > c->cap) {
         Py_ssize_t cap = c->cap * 2;
         while (cap < c->len + n) cap *= 2;
-        char *d = PyMem_Realloc(c->data, cap);
-        if (!d) return -1;
-        c->data = d;
+        if (resize(&c->data_obj, cap) < 0) { PyErr_Clear(); return -1; }
+        c->data = PyBytes_AS_STRING(c->data_obj);
         c->cap = cap;
     }
     memcpy(c->data + c->len, src, n);
@@ -100,16 +113,14 @@ static int col_put(Column *c, Py_ssize_t row, const void *src, Py_ssize_t n) {
 
 static void col_null(Column *c, Py_ssize_t row) { c->offsets[row + 1] = (int32_t)c->len; }
 
-/* Bytes of a column as Python objects: (offsets bytes, data bytes[, valid bytes]). */
+/* The column's bytes, handed over: (offsets bytes, data bytes, valid bytes or None). */
 static PyObject *col_take(Column *c, Py_ssize_t rows) {
-    PyObject *off = PyBytes_FromStringAndSize((char *)c->offsets, sizeof(int32_t) * (rows + 1));
-    PyObject *dat = PyBytes_FromStringAndSize(c->data, c->len);
-    PyObject *val = c->valid ? PyBytes_FromStringAndSize((char *)c->valid, rows) : (Py_INCREF(Py_None), Py_None);
-    if (!off || !dat || !val) {
-        Py_XDECREF(off); Py_XDECREF(dat); Py_XDECREF(val);
+    if (resize(&c->off_obj, sizeof(int32_t) * (rows + 1)) < 0 || resize(&c->data_obj, c->len) < 0)
         return NULL;
-    }
-    return Py_BuildValue("(NNN)", off, dat, val);
+    PyObject *val = c->valid ? PyBytes_FromStringAndSize((char *)c->valid, rows) : (Py_INCREF(Py_None), Py_None);
+    if (!val) return NULL;
+    PyObject *out = Py_BuildValue("(OON)", c->off_obj, c->data_obj, val);
+    return out;
 }
 
 /* "a.b.c.d:port" of an IPv4 host + port; hosts repeat from record to record, so the last
@@ -169,30 +180,32 @@ static const Prop *find(const Prop *props, int n, const char *name) {
 #define N_COLS 10
 enum { C_TOPIC, C_BODY, C_MSGID, C_OFFID, C_TAGS, C_KEYS, C_BORN, C_STORE, C_PNAME, C_PVALUE };
 
-static PyObject *decode(PyObject *self, PyObject *args) {
-    Py_buffer buf;
-    PyObject *starts_obj;
-    if (!PyArg_ParseTuple(args, "y*O", &buf, &starts_obj)) return NULL;
-    PyObject *seq = PySequence_Fast(starts_obj, "starts must be a sequence of ints");
-    if (!seq) { PyBuffer_Release(&buf); return NULL; }
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-    const uint8_t *data = buf.buf;
-    Py_ssize_t size = buf.len;
+/* The columns of the records at recs[0..n) (each rsize bytes readable, rsize its first
+   field); size: their bytes in all (a bound for the body column). New reference, Py_None
+   when a record is not for this path, NULL with an exception set. */
+static PyObject *decode_records(const uint8_t **recs, Py_ssize_t n, Py_ssize_t size) {
     PyObject *result = NULL;
     int ok = 1, err = 0;
 
     Column cols[N_COLS];
     memset(cols, 0, sizeof cols);
-    int32_t *queue_id = PyMem_Malloc(sizeof(int32_t) * (n + 1));
-    int64_t *queue_offset = PyMem_Malloc(sizeof(int64_t) * (n + 1));
-    int64_t *born_ts = PyMem_Malloc(sizeof(int64_t) * (n + 1));
-    int64_t *store_ts = PyMem_Malloc(sizeof(int64_t) * (n + 1));
-    int32_t *reconsume = PyMem_Malloc(sizeof(int32_t) * (n + 1));
-    int32_t *map_offsets = PyMem_Malloc(sizeof(int32_t) * (n + 1));
+    /* fixed-width columns, written where Python takes them from */
+    enum { F_QID, F_QOFF, F_BORN, F_STORE, F_RECON, F_MAP, N_FIXED };
+    Py_ssize_t width[N_FIXED] = {4, 8, 8, 8, 4, 4};
+    PyObject *fixed_obj[N_FIXED] = {NULL};
+    for (int i = 0; i < N_FIXED; i++)
+        if (!(fixed_obj[i] = new_bytes(width[i] * (n + 1)))) err = 1;
     Prop *props = PyMem_Malloc(sizeof(Prop) * MAX_PROPS);
-    if (!queue_id || !queue_offset || !born_ts || !store_ts || !reconsume || !map_offsets || !props) err = 1;
+    if (err || !props) { PyErr_NoMemory(); err = 1; goto done; }
+    int32_t *queue_id = (int32_t *)PyBytes_AS_STRING(fixed_obj[F_QID]);
+    int64_t *queue_offset = (int64_t *)PyBytes_AS_STRING(fixed_obj[F_QOFF]);
+    int64_t *born_ts = (int64_t *)PyBytes_AS_STRING(fixed_obj[F_BORN]);
+    int64_t *store_ts = (int64_t *)PyBytes_AS_STRING(fixed_obj[F_STORE]);
+    int32_t *reconsume = (int32_t *)PyBytes_AS_STRING(fixed_obj[F_RECON]);
+    int32_t *map_offsets = (int32_t *)PyBytes_AS_STRING(fixed_obj[F_MAP]);
     int nullable[N_COLS] = {0, 0, 0, 0, 1, 1, 0, 0, 0, 0};
-    Py_ssize_t guess[N_COLS] = {n * 16, size, n * 32, n * 32, n * 8, n * 16, n * 20, n * 20, n * 40, n * 40};
+    /* first sizes: what records usually hold (a column outgrowing it is resized) */
+    Py_ssize_t guess[N_COLS] = {n * 32, size, n * 32, n * 32, n * 16, n * 16, n * 28, n * 28, n * 48, n * 64};
     for (int i = 0; i < N_COLS && !err; i++)
         if (col_init(&cols[i], n, guess[i], nullable[i]) != 0) err = 1;
     if (err) { PyErr_NoMemory(); goto done; }
@@ -201,12 +214,9 @@ static PyObject *decode(PyObject *self, PyObject *args) {
     HostCache born_cache = {{0}, {0}, 0, 0}, store_cache = {{0}, {0}, 0, 0};
 
     for (Py_ssize_t r = 0; r < n && ok; r++) {
-        Py_ssize_t pos = PyLong_AsSsize_t(PySequence_Fast_GET_ITEM(seq, r));
-        if (pos == -1 && PyErr_Occurred()) { err = 1; break; }
-        if (pos < 0 || pos + MIN_RECORD > size) { ok = 0; break; }
-        const uint8_t *rec = data + pos;
+        const uint8_t *rec = recs[r];
         int32_t rsize = be32(rec);
-        if (rsize < MIN_RECORD || pos + rsize > size || be32(rec + F_MAGIC) != MAGIC_V1
+        if (rsize < MIN_RECORD || be32(rec + F_MAGIC) != MAGIC_V1
             || (be32(rec + F_SYS_FLAG) & SLOW_FLAGS)) { ok = 0; break; }
         const uint8_t *end = rec + rsize;
         int32_t body_len = be32(rec + F_BODY_LEN);
@@ -256,11 +266,10 @@ static PyObject *decode(PyObject *self, PyObject *args) {
     if (err) goto done;
     if (!ok) { Py_INCREF(Py_None); result = Py_None; goto done; }
     {
-        PyObject *fixed = Py_BuildValue(
-            "(y#y#y#y#y#y#)",
-            (char *)queue_id, (Py_ssize_t)(sizeof(int32_t) * n), (char *)queue_offset, (Py_ssize_t)(sizeof(int64_t) * n),
-            (char *)born_ts, (Py_ssize_t)(sizeof(int64_t) * n), (char *)store_ts, (Py_ssize_t)(sizeof(int64_t) * n),
-            (char *)reconsume, (Py_ssize_t)(sizeof(int32_t) * n), (char *)map_offsets, (Py_ssize_t)(sizeof(int32_t) * (n + 1)));
+        for (int i = 0; i < N_FIXED; i++)
+            if (resize(&fixed_obj[i], width[i] * (i == F_MAP ? n + 1 : n)) < 0) goto done;
+        PyObject *fixed = Py_BuildValue("(OOOOOO)", fixed_obj[0], fixed_obj[1], fixed_obj[2], fixed_obj[3],
+                                        fixed_obj[4], fixed_obj[5]);
         if (!fixed) goto done;
         PyObject *vars = PyTuple_New(N_COLS);
         if (!vars) { Py_DECREF(fixed); goto done; }
@@ -274,10 +283,95 @@ static PyObject *decode(PyObject *self, PyObject *args) {
     }
 done:
     for (int i = 0; i < N_COLS; i++) col_free(&cols[i]);
-    PyMem_Free(queue_id); PyMem_Free(queue_offset); PyMem_Free(born_ts); PyMem_Free(store_ts);
-    PyMem_Free(reconsume); PyMem_Free(map_offsets); PyMem_Free(props);
+    for (int i = 0; i < N_FIXED; i++) Py_XDECREF(fixed_obj[i]);
+    PyMem_Free(props);
+    return result;
+}
+
+static PyObject *decode(PyObject *self, PyObject *args) {
+    Py_buffer buf;
+    PyObject *starts_obj;
+    if (!PyArg_ParseTuple(args, "y*O", &buf, &starts_obj)) return NULL;
+    PyObject *seq = PySequence_Fast(starts_obj, "starts must be a sequence of ints");
+    if (!seq) { PyBuffer_Release(&buf); return NULL; }
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    const uint8_t *data = buf.buf;
+    Py_ssize_t size = buf.len;
+    PyObject *result = NULL;
+    const uint8_t **recs = PyMem_Malloc(sizeof(*recs) * (n + 1));
+    if (!recs) { PyErr_NoMemory(); goto done; }
+    for (Py_ssize_t r = 0; r < n; r++) {
+        Py_ssize_t pos = PyLong_AsSsize_t(PySequence_Fast_GET_ITEM(seq, r));
+        if (pos == -1 && PyErr_Occurred()) goto done;
+        if (pos < 0 || pos + MIN_RECORD > size || pos + be32(data + pos) > size) {
+            Py_INCREF(Py_None);
+            result = Py_None;
+            goto done;
+        }
+        recs[r] = data + pos;
+    }
+    result = decode_records(recs, n, size);
+done:
+    PyMem_Free(recs);
     Py_DECREF(seq);
     PyBuffer_Release(&buf);
+    return result;
+}
+
+/* Records in data[0..n): their count, and their starts in out (when not NULL). -1 with
+   ValueError set when a size does not fit. */
+static Py_ssize_t walk(const uint8_t *data, Py_ssize_t n, const uint8_t **out) {
+    Py_ssize_t pos = 0, count = 0;
+    while (pos < n) {
+        if (pos + 4 > n) {
+            PyErr_SetString(PyExc_ValueError, "stored message truncated in its header");
+            return -1;
+        }
+        int32_t size = be32(data + pos);
+        if (size < 4 || pos + size > n) {
+            PyErr_Format(PyExc_ValueError, "stored message size %d does not fit the data", (int)size);
+            return -1;
+        }
+        if (out) out[count] = data + pos;
+        count++;
+        pos += size;
+    }
+    return count;
+}
+
+static PyObject *count_records(PyObject *self, PyObject *args) {
+    Py_buffer buf;
+    if (!PyArg_ParseTuple(args, "y*", &buf)) return NULL;
+    Py_ssize_t count = walk(buf.buf, buf.len, NULL);
+    PyBuffer_Release(&buf);
+    return count < 0 ? NULL : PyLong_FromSsize_t(count);
+}
+
+/* decode over the records of several bodies (a list of bytes), without joining them. */
+static PyObject *decode_parts(PyObject *self, PyObject *args) {
+    PyObject *list;
+    if (!PyArg_ParseTuple(args, "O!", &PyList_Type, &list)) return NULL;
+    Py_ssize_t parts = PyList_GET_SIZE(list), total = 0, count = 0;
+    for (Py_ssize_t i = 0; i < parts; i++) {
+        PyObject *part = PyList_GET_ITEM(list, i);
+        if (!PyBytes_Check(part)) {
+            PyErr_SetString(PyExc_TypeError, "parts must be bytes");
+            return NULL;
+        }
+        Py_ssize_t c = walk((const uint8_t *)PyBytes_AS_STRING(part), PyBytes_GET_SIZE(part), NULL);
+        if (c < 0) return NULL;
+        count += c;
+        total += PyBytes_GET_SIZE(part);
+    }
+    const uint8_t **recs = PyMem_Malloc(sizeof(*recs) * (count + 1));
+    if (!recs) return PyErr_NoMemory();
+    Py_ssize_t at = 0;
+    for (Py_ssize_t i = 0; i < parts; i++) {
+        PyObject *part = PyList_GET_ITEM(list, i);
+        at += walk((const uint8_t *)PyBytes_AS_STRING(part), PyBytes_GET_SIZE(part), recs + at);
+    }
+    PyObject *result = decode_records(recs, count, total);
+    PyMem_Free(recs);
     return result;
 }
 
@@ -312,6 +406,8 @@ static PyObject *record_starts(PyObject *self, PyObject *args) {
 static PyMethodDef METHODS[] = {
     {"decode", decode, METH_VARARGS, "Column buffers of the records at starts, or None."},
     {"record_starts", record_starts, METH_VARARGS, "Start positions (+ base) of a body's records."},
+    {"count_records", count_records, METH_VARARGS, "How many records a body holds (its sizes checked)."},
+    {"decode_parts", decode_parts, METH_VARARGS, "decode over the records of several bodies, or None."},
     {NULL, NULL, 0, NULL},
 };
 

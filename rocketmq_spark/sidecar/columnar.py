@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import os
 import struct
-from collections import deque
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator
 
@@ -96,6 +95,16 @@ def record_starts(data: bytes | bytearray | memoryview, base: int = 0,
         into.extend(found)
         return into
     return _record_starts(data, base, into)
+
+
+def count_records(data: bytes) -> int:
+    """How many records a pull body holds; raises on a size that does not fit."""
+    if _compiled is not None:
+        try:
+            return _compiled.count_records(data)
+        except ValueError as exc:
+            raise RemoteProtocolError(str(exc)) from None
+    return len(_record_starts(data))
 
 
 def _record_starts(data: bytes | bytearray | memoryview, base: int = 0,
@@ -260,7 +269,11 @@ def _decode_compiled(data: bytes, starts_list: list[int],
                      window: Window) -> tuple[pa.RecordBatch, np.ndarray, pa.Array]:
     """``_decode_fast`` done by _fastcolumnar.c in one pass: the same batch."""
     assert _compiled is not None
-    out = _compiled.decode(data, starts_list)
+    return _compiled_batch(_compiled.decode(data, starts_list), window)
+
+
+def _compiled_batch(out: tuple | None, window: Window) -> tuple[pa.RecordBatch, np.ndarray, pa.Array]:
+    """The batch of what _fastcolumnar's decode returned (None: ``_Fallback``)."""
     if out is None:
         raise _Fallback()
     n, entries, (qid, qoff, born, store, recon, map_off), cols = out
@@ -377,11 +390,38 @@ def decode_body(data: bytes, window: Window, last: int = -1,
         else:
             batch, offsets, tags = _decode_fast(data, starts, window)
     except _Fallback:
-        messages = decode_messages(data)
-        batch = messages_to_batch(messages, broker=window.broker,
-                                  restore_retry_topic_of=window.restore_retry_topic_of)
-        offsets = np.asarray([m.queue_offset for m in messages], np.int64)
-        tags = batch.column("tags")
+        batch, offsets, tags = _decode_slow(data, window)
+    return _kept(batch, offsets, tags, window, last)
+
+
+def decode_parts(parts: list[bytes], window: Window, last: int = -1) -> tuple[pa.RecordBatch, int]:
+    """``decode_body`` of the concatenation of ``parts`` (whole pull bodies); the compiled
+    decoder reads them where they are, without joining them first."""
+    if _compiled is None:
+        return decode_body(b"".join(parts), window, last)
+    try:
+        out = _compiled.decode_parts(parts)
+    except ValueError as exc:
+        raise RemoteProtocolError(str(exc)) from None
+    if out is not None and out[0] == 0:
+        return _empty(), last
+    try:
+        batch, offsets, tags = _compiled_batch(out, window)
+    except _Fallback:
+        batch, offsets, tags = _decode_slow(b"".join(parts), window)
+    return _kept(batch, offsets, tags, window, last)
+
+
+def _decode_slow(data: bytes, window: Window) -> tuple[pa.RecordBatch, np.ndarray, pa.Array]:
+    """Message by message: what the fast paths do not cover, and damaged data's errors."""
+    messages = decode_messages(data)
+    batch = messages_to_batch(messages, broker=window.broker,
+                              restore_retry_topic_of=window.restore_retry_topic_of)
+    return batch, np.asarray([m.queue_offset for m in messages], np.int64), batch.column("tags")
+
+
+def _kept(batch: pa.RecordBatch, offsets: np.ndarray, tags: pa.Array, window: Window,
+          last: int) -> tuple[pa.RecordBatch, int]:
     keep = _keep(offsets, tags, window, last)
     if keep.any():
         last = max(last, int(offsets[keep].max()))
@@ -396,54 +436,37 @@ def _empty() -> pa.RecordBatch:
 
 @dataclass
 class BodyBatcher:
-    """Collects pull bodies and decodes them ``max_rows`` records at a time (all that is in
-    once ``max_bytes`` of bodies are), so Arrow batches have ``max_rows`` rows (fewer where
-    the window drops some, and at the end) rather than one small batch per pull. The bodies
-    are held as received and copied once, into the bytes one decode reads."""
+    """Collects pull bodies and decodes them a batch at a time: the bodies held once the
+    next one would take them past ``max_rows`` records, or once ``max_bytes`` of bodies are
+    in, so Arrow batches have up to ``max_rows`` rows (a compiled run of pulls is one
+    batch) rather than one small batch per pull. The bodies are decoded where they are,
+    without a joined copy."""
 
     window: Window
     max_rows: int
     max_bytes: int = 16 << 20
-    _parts: deque[memoryview] = field(default_factory=deque)  # bodies not decoded yet, in order
+    _parts: list[bytes] = field(default_factory=list)        # bodies not decoded yet, in order
+    _rows: int = 0                                           # their records
     _size: int = 0                                           # their bytes
-    _starts: list[int] = field(default_factory=list)         # record positions in their concatenation
     _last: int = -1
 
     def batches(self, bodies: Iterable[bytes]) -> Iterator[pa.RecordBatch]:
         for body in bodies:
-            record_starts(body, self._size, self._starts)
-            self._parts.append(memoryview(body))
+            body = body if type(body) is bytes else bytes(body)
+            rows = count_records(body)
+            if self._parts and self._rows + rows > self.max_rows:
+                yield from self._decode()
+            self._parts.append(body)
+            self._rows += rows
             self._size += len(body)
-            while len(self._starts) >= self.max_rows:
-                yield from self._decode(self.max_rows)
-            if self._size >= self.max_bytes:
-                yield from self._decode(len(self._starts))
-        yield from self._decode(len(self._starts))
+            if self._rows >= self.max_rows or self._size >= self.max_bytes:
+                yield from self._decode()
+        yield from self._decode()
 
-    def _decode(self, records: int) -> Iterator[pa.RecordBatch]:
-        if not records:
+    def _decode(self) -> Iterator[pa.RecordBatch]:
+        if not self._parts:
             return
-        starts = self._starts[:records]
-        cut = self._starts[records] if records < len(self._starts) else self._size
-        data = self._take(cut)
-        self._starts = [s - cut for s in self._starts[records:]]
-        batch, self._last = decode_body(data, self.window, self._last, starts)
-        if batch.num_rows:
-            yield batch
-
-    def _take(self, n: int) -> bytes:
-        """The first ``n`` bytes held, joined; what follows stays held."""
-        taken: list[memoryview] = []
-        got = 0
-        while got < n:
-            part = self._parts.popleft()
-            if got + len(part) > n:
-                keep = n - got
-                taken.append(part[:keep])
-                self._parts.appendleft(part[keep:])
-                got = n
-            else:
-                taken.append(part)
-                got += len(part)
-        self._size -= n
-        return b"".join(taken)
+        parts, self._parts, self._rows, self._size = self._parts, [], 0, 0
+        batch, self._last = decode_parts(parts, self.window, self._last)
+        for at in range(0, batch.num_rows, self.max_rows):     # one body of more than max_rows
+            yield batch.slice(at, self.max_rows)

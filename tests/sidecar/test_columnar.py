@@ -299,6 +299,42 @@ def test_compiled_path_equals_the_numpy_path(messages: list[MessageExt], window:
     assert offsets.tolist() == numpy_offsets.tolist() and tags.to_pylist() == numpy_tags.to_pylist()
 
 
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(bodies(), WINDOWS, st.integers(1, 5))
+def test_bodies_decoded_where_they_are_equal_their_joined_decode(messages: list[MessageExt], window: Window,
+                                                                  parts: int) -> None:
+    encoded = [encode_message(m) for m in messages]
+    cut = max(1, len(encoded) // parts)
+    bodies = [b"".join(encoded[i:i + cut]) for i in range(0, len(encoded), cut)]
+    assert [columnar.count_records(b) for b in bodies] == [len(columnar._record_starts(b)) for b in bodies]
+    got, got_last = columnar.decode_parts(bodies, window, 3)
+    want, want_last = decode_body(b"".join(bodies), window, 3)
+    assert same(got, want) and got_last == want_last
+
+
+def test_a_damaged_body_among_parts_fails_as_the_joined_body_does() -> None:
+    good = b"".join(encode_message(MessageExt(topic="t", body=b"%d" % i, queue_offset=i)) for i in range(3))
+    for bad in (good[:-1], good[:3], b"\x00\x00\x00\x02" + good):
+        with pytest.raises(RemoteProtocolError) as parts:
+            columnar.decode_parts([good, bad], Window(0, 10))
+        with pytest.raises(RemoteProtocolError) as counted:
+            columnar.count_records(bad)
+        with pytest.raises(RemoteProtocolError) as joined:
+            columnar._record_starts(good + bad)
+        assert str(parts.value) == str(counted.value)
+        assert "does not fit" in str(joined.value) or "truncated" in str(joined.value)
+
+
+def test_the_batcher_keeps_a_run_of_max_rows_whole_and_cuts_no_batch_past_it() -> None:
+    ms = [MessageExt(topic="orders", body=b"m%d" % i, queue_offset=i) for i in range(150)]
+    pulls = [b"".join(encode_message(m) for m in ms[i:i + 10]) for i in range(0, 150, 10)]
+    sizes = [b.num_rows for b in BodyBatcher(Window(0, 150, broker="b"), max_rows=40).batches(pulls)]
+    assert sizes == [40, 40, 40, 30]
+    one_big = [b"".join(encode_message(m) for m in ms)]
+    sizes = [b.num_rows for b in BodyBatcher(Window(0, 150, broker="b"), max_rows=40).batches(one_big)]
+    assert sizes == [40, 40, 40, 30]
+
+
 def _with_properties(text: str, offset: int) -> bytes:
     """A record whose properties text is ``text`` exactly (any separators)."""
     raw = bytearray(encode_message(MessageExt(topic="t", body=b"b", queue_offset=offset, properties={"P": "x"})))

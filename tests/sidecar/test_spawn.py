@@ -297,3 +297,15 @@ def test_a_sidecar_waits_for_its_first_call_longer_than_its_idle_timeout() -> No
     called_at = now[0]
     assert SidecarServer.wait_idle(server, 0.5, NoWait()) == "idle"  # type: ignore[arg-type]
     assert 0.5 <= now[0] - called_at < 2
+
+
+def test_the_sidecar_keeps_freed_memory_for_its_next_batches() -> None:
+    # glibc (every Linux CI image here) takes both settings; the process keeps them
+    import platform
+
+    from rocketmq_spark.sidecar.cli import keep_freed_memory
+
+    if platform.libc_ver()[0] != "glibc":
+        assert keep_freed_memory() is False
+        return
+    assert keep_freed_memory() is True
