@@ -9,8 +9,11 @@ the Spark host's); this process pins itself to CPU 0 before Spark starts, so Spa
 its Python workers and the sidecar they start all run on CPU 0. N messages of SIZE bytes
 (default 1,000,000 of 100 B, 4 queues, 32 messages a pull: Apache's default cap) are read
 with Trigger.AvailableNow into ``noop`` by the rocketmq source, and the same number of rows
-by ``ceiling_source.py``; each is run R times (best kept) after a small warm-up. CPU time is
-CPU 0's busy time from /proc/stat over the run (the broker's CPU excluded by the pinning).
+by ``ceiling_source.py``; each is run R times (best kept) after a small warm-up. Host CPU is
+the sum over the host's processes (Spark's JVM, its Python workers and source runner, the
+driver, the sidecar) of their own CPU time, each sampled every 0.1 s from a thread on CPU 1
+(so a process that ends mid-run is charged to the run it ran in); CPU 0's busy time from
+/proc/stat, which counts in clock ticks, is printed beside it as a cross-check.
 Prints rows/s, microseconds of host CPU per message, and the two ratios of the goal:
 CPU per message ours / ceiling (goal <= 1.3) and throughput ours / ceiling (goal >= 0.8).
 """

@@ -180,13 +180,15 @@ class SidecarService:
         """The range as one Arrow IPC stream, in chunks, produced pull by pull."""
         return arrow.ipc_chunks(self._batches(cluster, spec))
 
-    def pull_files(self, cluster: Cluster, spec: PullSpec) -> Iterator[str]:
-        """The range as files in shared memory, one per record batch (``shm``)."""
+    def pull_files(self, cluster: Cluster, spec: PullSpec,
+                   reader_alive: Callable[[], bool] = lambda: True) -> Iterator[str]:
+        """The range as files in shared memory, a few record batches each, written no
+        faster than the reader takes them (``shm``)."""
         directory = shm.shm_dir(self.runtime_dir)
         if time.monotonic() - self._last_sweep > shm.STALE_SECONDS / 2:
             self._last_sweep = time.monotonic()
             shm.sweep(directory)
-        return shm.batch_files(self._batches(cluster, spec), directory)
+        return shm.batch_files(self._batches(cluster, spec), directory, reader_alive=reader_alive)
 
     def _batches(self, cluster: Cluster, spec: PullSpec) -> Iterator[pa.RecordBatch]:
         """The range's rows as record batches, produced pull by pull."""

@@ -103,7 +103,7 @@ class SidecarServicer(pb_grpc.SidecarServicer):
         spec = cv.pull_spec_from_pb(request)
         cluster = cv.cluster_from_pb(request.cluster)
         if spec.shared_memory:
-            chunks: Iterator[Any] = self.service.pull_files(cluster, spec)
+            chunks: Iterator[Any] = self.service.pull_files(cluster, spec, context.is_active)
             wrap: Callable[[Any], pb.ArrowChunk] = lambda path: pb.ArrowChunk(shm_path=path)  # noqa: E731
         else:
             chunks = self.service.pull(cluster, spec)

@@ -1,13 +1,19 @@
 """Record batches handed over in shared memory, for a reader on the sidecar's host.
 
-How this works. For a Pull with ``shared_memory``, the sidecar writes each record batch as a
-whole Arrow IPC stream into a file of its own in shared memory (``/dev/shm`` when the host
-has it, else the sidecar's private directory), created with mode 0600, and sends only the
-file's path. The reader maps the file (``pa.memory_map``: no copy), unlinks it at once (the
-mapping lives on until its batches are dropped) and reads the batch straight out of the
-mapping. Bytes then cross no socket and are copied once, by the sidecar's writer. A file the
-reader never took (it went away mid-stream) is unlinked by the sidecar when the stream is
-cancelled, and any left after a crash is swept after ``STALE_SECONDS``.
+How this works. For a Pull with ``shared_memory``, the sidecar writes a few record batches
+(``BATCHES_PER_FILE``) as one Arrow IPC stream into a file of its own in shared memory
+(``/dev/shm`` when the host has it, else the sidecar's private directory), created with mode
+0600, and sends only the file's path. The reader maps the file (``pa.memory_map``: no copy),
+unlinks it at once (the mapping lives on until its batches are dropped) and reads the batches
+straight out of the mapping. Bytes then cross no socket and are copied once, by the sidecar's
+writer.
+
+Flow control. gRPC's window bounds the paths in flight, not the files they name, so the
+writer counts its own: at most ``FILES_AHEAD`` files the reader has not yet taken (unlinked)
+exist at once, and the writer waits for the reader before making another. A slow reader
+thus holds the sidecar's reading back instead of letting files pile up in RAM. A file the
+reader never took (it went away mid-stream) is unlinked by the sidecar when the stream
+ends, and any left after a crash is swept after ``STALE_SECONDS``.
 """
 
 from __future__ import annotations
@@ -17,13 +23,17 @@ import os
 import tempfile
 import time
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 import pyarrow as pa
 
 log = logging.getLogger(__name__)
 
 PREFIX = "rmq-spark-batch-"
+BATCHES_PER_FILE = 4     # fewer files and messages per batch; the reader gets them a little later
+FILES_AHEAD = 4          # files written but not yet taken by the reader, at most
+_WAIT_FIRST = 0.0005     # waiting for the reader: first pause, doubled up to _WAIT_MOST
+_WAIT_MOST = 0.01
 SUFFIX = ".arrow"
 STALE_SECONDS = 600.0
 _SHM = Path("/dev/shm")
@@ -36,38 +46,66 @@ def shm_dir(fallback: Path) -> Path:
     return fallback
 
 
-def write_batch(batch: pa.RecordBatch, directory: Path) -> str:
+def write_batches(batches: list[pa.RecordBatch], directory: Path) -> str:
+    """One file holding ``batches`` (at least one, of one schema) as an Arrow IPC stream."""
     fd, path = tempfile.mkstemp(prefix=PREFIX, suffix=SUFFIX, dir=directory)
     os.close(fd)
     try:
-        with pa.OSFile(path, "wb") as sink, pa.ipc.new_stream(sink, batch.schema) as writer:
-            writer.write_batch(batch)
+        with pa.OSFile(path, "wb") as sink, pa.ipc.new_stream(sink, batches[0].schema) as writer:
+            for batch in batches:
+                writer.write_batch(batch)
     except BaseException:
         _unlink(path)
         raise
     return path
 
 
-def batch_files(batches: Iterable[pa.RecordBatch], directory: Path) -> Iterator[str]:
-    """One file per batch; on cancellation (the reader went away) the files it was given
-    but may not have taken are removed."""
-    given: list[str] = []
-    done = False
+def batch_files(batches: Iterable[pa.RecordBatch], directory: Path, *,
+                per_file: int = BATCHES_PER_FILE, ahead: int = FILES_AHEAD,
+                reader_alive: Callable[[], bool] = lambda: True,
+                sleep: Callable[[float], None] = time.sleep) -> Iterator[str]:
+    """Paths of files of up to ``per_file`` batches each, at most ``ahead`` of them untaken
+    at a time. Stops early (no error) once ``reader_alive()`` is false; files it made but the
+    reader did not take are removed when the generator ends, however it ends."""
+    untaken: list[str] = []
+
+    def room() -> bool:
+        pause = _WAIT_FIRST
+        while True:
+            untaken[:] = [p for p in untaken if os.path.exists(p)]
+            if len(untaken) < ahead:
+                return True
+            if not reader_alive():
+                return False
+            sleep(pause)
+            pause = min(pause * 2, _WAIT_MOST)
+
+    pending: list[pa.RecordBatch] = []
+    finished = False
     try:
         for batch in batches:
-            path = write_batch(batch, directory)
-            given.append(path)
-            del given[:-4]          # a reader takes each file as it comes: only the last few can be left
-            yield path
-        done = True
+            pending.append(batch)
+            if len(pending) < per_file:
+                continue
+            if not room():
+                return
+            untaken.append(write_batches(pending, directory))
+            pending = []
+            yield untaken[-1]
+        if pending:
+            if not room():
+                return
+            untaken.append(write_batches(pending, directory))
+            yield untaken[-1]
+        finished = True
     finally:
-        if not done:
-            for path in given:
+        if not finished:
+            for path in untaken:
                 _unlink(path)
 
 
 def read_batches(path: str) -> list[pa.RecordBatch]:
-    """The batches of a file ``write_batch`` made, zero-copy; the file is unlinked."""
+    """The batches of a file ``write_batches`` made, zero-copy; the file is unlinked."""
     if not Path(path).name.startswith(PREFIX):
         raise ValueError(f"not a batch file of the sidecar: {path!r}")
     source = pa.memory_map(path, "r")
