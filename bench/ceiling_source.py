@@ -2,7 +2,10 @@
 ``rocketmq`` schema whose ``read()`` only yields record batches built in advance (one per
 partition, repeated), so no broker, no sidecar and no decoding is involved. Its rows/s is
 the most any Python streaming source with this schema can reach on the machine;
-``source_bench.py`` compares ours with it and with Spark's ``rate`` source."""
+``source_bench.py`` compares ours with it and with Spark's ``rate`` source. Its rows are
+shaped like the ones ours reads in the same benchmark (the body's size, the topic's name,
+the properties a sent message carries), since what Spark's JVM does with a row grows with
+its bytes."""
 
 from __future__ import annotations
 
@@ -15,8 +18,10 @@ BATCH_ROWS = 4096
 
 
 class _Reader(DataSourceStreamReader):
-    def __init__(self, rows: int) -> None:
+    def __init__(self, rows: int, body_size: int, topic: str) -> None:
         self.rows = rows
+        self.body_size = body_size
+        self.topic = topic
 
     def initialOffset(self) -> dict:
         return {"batch": 0}
@@ -40,10 +45,10 @@ class _Reader(DataSourceStreamReader):
         ids = [f"{index:08X}{i:024X}" for i in range(n)]
         ts = pa.array([1_700_000_000_000_000] * n, TIMESTAMP)
         batch = pa.RecordBatch.from_arrays([
-            pa.array(["bench"] * n), pa.array(["broker-a"] * n), pa.array([index] * n, pa.int32()),
+            pa.array([self.topic] * n), pa.array(["broker-a"] * n), pa.array([index] * n, pa.int32()),
             pa.array(range(n), pa.int64()), pa.array(ids), pa.array(ids),
             pa.array([None] * n, pa.string()), pa.array([None] * n, pa.string()),
-            pa.array([b"x" * 32] * n, pa.binary()),
+            pa.array([b"x" * self.body_size] * n, pa.binary()),
             pa.array([[("UNIQ_KEY", u), ("WAIT", "true")] for u in ids], SOURCE_SCHEMA.field("properties").type),
             ts, ts, pa.array(["127.0.0.1:5555"] * n), pa.array(["127.0.0.1:10911"] * n),
             pa.array([0] * n, pa.int32())], schema=SOURCE_SCHEMA)
@@ -66,14 +71,16 @@ class CeilingSource(DataSource):
         return SOURCE_SCHEMA_SPARK
 
     def streamReader(self, schema: Any) -> DataSourceStreamReader:
-        return _Reader(int(self.options.get("rows", "0")))
+        o = self.options
+        return _Reader(int(o.get("rows", "0")), int(o.get("bodySize", "32")), o.get("topic", "bench"))
 
 
-def ceiling_df(spark: Any, rows: int) -> Any:
+def ceiling_df(spark: Any, rows: int, *, body_size: int = 32, topic: str = "bench") -> Any:
     import sys
 
     from pyspark import cloudpickle  # ship this module by value: workers need not import bench/
 
     cloudpickle.register_pickle_by_value(sys.modules[__name__])
     spark.dataSource.register(CeilingSource)
-    return spark.readStream.format(CeilingSource.name()).option("rows", rows).load()
+    return (spark.readStream.format(CeilingSource.name()).option("rows", rows)
+            .option("bodySize", body_size).option("topic", topic).load())

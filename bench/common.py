@@ -16,6 +16,18 @@ from typing import TYPE_CHECKING, Any, Iterator
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+
+def _compiled_once() -> None:
+    """Write the package's bytecode, as ``pip install`` does: from a source checkout with
+    PYTHONDONTWRITEBYTECODE set, every process that imports it (the sidecar, Spark's source
+    runner and Python workers) would compile its modules again, a cost no install pays."""
+    import compileall
+
+    compileall.compile_dir(str(ROOT / "rocketmq_spark"), quiet=1)
+
+
+_compiled_once()
+
 if TYPE_CHECKING:
     from rocketmq_spark.client import MQClient
     from rocketmq_spark.remoting.message import MessageExt
@@ -367,6 +379,7 @@ class _Sampler:
         self.cmds: dict[tuple[int, str], str] = {}
         self.first = _processes(self.cmds)
         self.last = dict(self.first)
+        self.own = 0.0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="cpu-sampler", daemon=True)
         self._thread.start()
@@ -374,8 +387,10 @@ class _Sampler:
     def _run(self) -> None:
         if self.cpu is not None:
             os.sched_setaffinity(0, {self.cpu})          # this thread only
+        start = time.thread_time()
         while not self._stop.wait(self.period):
             self.last.update(_processes(self.cmds))
+        self.own = time.thread_time() - start            # not the host's: taken off the driver
 
     def stop(self) -> dict[tuple[int, str], tuple[_Proc, float]]:
         """key -> (the process, CPU seconds it spent since the first reading)."""
@@ -393,13 +408,15 @@ def cpu_spent(sidecar_dir: str, *, period: float = 0.1,
     ``with`` block: this process's tree (Spark's JVM, its Python processes, the broker it
     started) and the sidecar of ``sidecar_dir``. Each process's own CPU time is read every
     ``period`` seconds (from a thread pinned to ``sampler_cpu`` when given), so processes
-    that start or end inside the block count (up to their last reading)."""
+    that start or end inside the block count (up to their last reading); that thread's own
+    CPU is not counted."""
     sampler = _Sampler(period, sampler_cpu)
     spent: dict[str, float] = {}
     try:
         yield spent
     finally:
         spent.update(_by_role(sampler.stop(), sidecar_dir))
+        spent["driver (Python)"] = max(0.0, spent["driver (Python)"] - sampler.own)
 
 
 def _by_role(seen: dict[tuple[int, str], tuple[_Proc, float]], sidecar_dir: str) -> dict[str, float]:
@@ -416,8 +433,11 @@ def _by_role(seen: dict[tuple[int, str], tuple[_Proc, float]], sidecar_dir: str)
         return False
 
     roles = dict.fromkeys(ROLES, 0.0)
+    show = os.environ.get("BENCH_PROCESSES") == "1"     # each process's share, to stderr
     for (pid, _), (p, cpu) in seen.items():
         cmd = p.cmd
+        if show and cpu >= 0.05 and (mine(pid) or sidecar_dir in cmd):
+            print(f"  {cpu:6.2f} s  pid {pid}  {cmd[:140]}", file=sys.stderr)
         if sidecar_dir in cmd and "sidecar" in cmd:
             roles["sidecar"] += cpu
         elif not mine(pid):
