@@ -418,9 +418,12 @@ static PyObject *run(PyObject *self, PyObject *args) {
             first = (first + 1) % depth;
             count--;
         }
-        /* requests: whole pulls below end, up to depth in flight and about max_rows in all */
+        /* requests: whole pulls below end, up to depth in flight and about max_rows in all,
+           sent once half the pipeline is free (or it ran dry): one write, and one wake-up of
+           the broker, for several pulls instead of one each */
         size_t flen = 0;
-        while (!stopping && count < depth && ahead + stride <= end && planned < max_rows &&
+        int refill = count == 0 || depth - count >= (depth + 1) / 2;
+        while (refill && !stopping && count < depth && ahead + stride <= end && planned < max_rows &&
                got_bytes < max_bytes) {
             opaque = (opaque % 0x7FFFFFFE) + 1;
             char *fr = frames + flen;

@@ -43,7 +43,7 @@ class PullPolicy:
     stall_timeout: float = 10.0      # seconds to wait for messages below `end` to appear
     backoff_initial: float = 0.01
     backoff_max: float = 0.5
-    pipeline_depth: int = 8          # undecoded pulls of one range in flight at once
+    pipeline_depth: int = 16         # undecoded pulls of one range in flight at once
     clock: Callable[[], float] = field(default=time.monotonic, repr=False)
     sleep: Callable[[float], None] = field(default=time.sleep, repr=False)
 

@@ -23,7 +23,7 @@ from rocketmq_spark.remoting.message import MessageExt, encode_message
 from rocketmq_spark.remoting.route import MessageQueue
 from rocketmq_spark.structs import PullStatus
 from tests.client.fake_server import FakeConn, FakeServer, answer, cluster_info_for, route_for
-from tests.waiting import wait_until
+from tests.waiting import WaitTimeout, wait_until
 
 BROKER = "broker-a"
 Q = MessageQueue("T", BROKER, 1)
@@ -224,6 +224,56 @@ def test_a_run_stops_at_the_first_answer_it_does_not_take(case: str, resume: int
     assert got == resume
     assert bodies == [b"".join(body(o, 2 if case == "short" and o == 8 else 4) for o in delivered)]
     assert after.next_begin_offset == 28
+
+
+class Gate(Broker):
+    """Holds every pull until the test releases it: shows when the client sends more."""
+
+    def __init__(self) -> None:
+        super().__init__(hold=1 << 30)
+        self.conn: FakeConn | None = None
+
+    def __call__(self, conn: FakeConn, cmd: RemotingCommand) -> None:
+        self.conn = conn
+        super().__call__(conn, cmd)
+
+    def release(self, n: int) -> None:
+        with self.lock:
+            batch, self.held = self.held[:n], self.held[n:]
+        for c in batch:
+            offset = int(c.ext["queueOffset"])
+            ext = {"nextBeginOffset": str(offset + 4), "minOffset": "0", "maxOffset": "1000",
+                   "suggestWhichBrokerId": "0"}
+            assert self.conn is not None
+            self.conn.send(answer(c, 0, ext=ext, remark="FOUND", body=body(offset, 4)))
+
+
+def test_a_run_sends_more_pulls_once_half_its_pipeline_is_free() -> None:
+    broker = Gate()
+    with connected(broker) as c:
+        with c.direct_puller(Q) as p:
+            got: list = []
+            t = threading.Thread(target=lambda: got.append(_run(p, 0, 32, depth=4)))
+            t.start()
+            wait_until(lambda: len(broker.pulls) == 4, 10, "the first 4 pulls")
+            broker.release(1)
+            # one slot free is not enough: nothing more comes (a window, as absence has no event)
+            assert not wait_until_or_none(lambda: len(broker.pulls) > 4, 0.3)
+            broker.release(1)
+            wait_until(lambda: len(broker.pulls) == 6, 10, "two more pulls, together")
+            broker.release(2)
+            wait_until(lambda: len(broker.pulls) == 8, 10, "the last two pulls")
+            broker.release(4)
+            t.join(10)
+    assert [int(cmd.ext["queueOffset"]) for cmd in broker.pulls] == list(range(0, 32, 4))
+    assert got == [([b"".join(body(o, 4) for o in range(0, 32, 4))], 32)]
+
+
+def wait_until_or_none(pred, timeout: float):  # type: ignore[no-untyped-def]
+    try:
+        return wait_until(pred, timeout, poll=0.02)
+    except WaitTimeout:
+        return None
 
 
 @pytest.mark.parametrize("limit, pulls", [({"max_rows": 8}, 2),

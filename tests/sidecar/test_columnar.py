@@ -362,3 +362,14 @@ def test_a_damaged_body_gives_the_same_error_either_way() -> None:
         with pytest.raises(RemoteProtocolError) as pure:
             columnar._record_starts(bad)
         assert str(compiled.value) == str(pure.value)
+
+
+def test_text_that_is_not_ascii_is_kept_and_text_that_is_not_utf8_is_refused() -> None:
+    msgs = [MessageExt(topic="t", body=b"b", queue_offset=i,
+                       properties={"K": "vé\u2603" if i == 1 else "ascii"}) for i in range(3)]
+    data = b"".join(encode_message(m) for m in msgs)
+    batch, _ = columnar.decode_parts([data], Window(0, 10))
+    assert batch.column("properties").to_pylist() == [[("K", "ascii")], [("K", "vé\u2603")], [("K", "ascii")]]
+    bad = data.replace("vé".encode(), b"v\xff\xfe")           # same length, not UTF-8
+    with pytest.raises(RemoteProtocolError, match="not UTF-8"):
+        columnar.decode_parts([bad], Window(0, 10))
