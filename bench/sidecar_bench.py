@@ -1,14 +1,17 @@
 """The sidecar's read path by itself: CPU per message, without Spark.
 
-    python bench/sidecar_bench.py [--messages N] [--queues Q] [--threads T]
+    python bench/sidecar_bench.py [--messages N] [--queues Q] [--threads T] [--size BYTES]
                                   [--pull-batch-size N] [--broker-max-transfer N] [--rounds R]
 
-An embedded broker runs in a subprocess (async flush) and holds N messages of 32 B over Q
-queues. In this process, a ``SidecarService`` (what the sidecar process serves over gRPC)
+An embedded broker runs in a subprocess (async flush) and holds N messages of SIZE bytes
+(default 32) over Q queues. In this process, a ``SidecarService`` (what the sidecar process serves over gRPC)
 reads every queue's whole range on T threads at a time, two ways:
 
-* ``pull + Arrow``: ``SidecarService.pull``, what a task gets: pipelined pulls, the
-  columnar decode into Arrow record batches, the Arrow IPC stream in chunks;
+* ``pull + Arrow``: ``SidecarService.pull``, what a task on another host gets: pipelined
+  pulls, the columnar decode into Arrow record batches, the Arrow IPC stream in chunks;
+* ``pull + shared-memory files``: ``SidecarService.pull_files``, what a task on the
+  sidecar's host gets: the same batches written as files in /dev/shm (each unlinked here
+  unread, as the reader would take it);
 * ``pulls only`` (the reference): the same ranges' pulls alone, as the sidecar makes them
   (a connection of each range's own, answered in its thread: ``client/direct.py``), the
   pull bodies dropped undecoded: what the per-pull work (request, response, I/O) costs;
@@ -22,10 +25,12 @@ CPU is its own process's), and the share of the CPU the pulls take.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import threading
 import time
 import uuid
+from dataclasses import replace
 from typing import Callable
 
 from common import Timer, broker_process, produce_fast, table  # also puts the project root on sys.path
@@ -56,6 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--messages", type=int, default=200_000)
     p.add_argument("--queues", type=int, default=4)
     p.add_argument("--threads", type=int, default=2, help="ranges read at once (tasks)")
+    p.add_argument("--size", type=int, default=32, help="body bytes")
     p.add_argument("--pull-batch-size", type=int, default=32)
     p.add_argument("--broker-max-transfer", type=int, default=None, metavar="N",
                    help="the broker's cap on messages per pull (default Apache's 32)")
@@ -67,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
         topic = f"bench_sidecar_{uuid.uuid4().hex[:6]}"
         mq.create_topic(topic, queues=args.queues)
         queues = sorted(mq.publish_queues(topic, refresh=True))
-        produce_fast(mq, queues, args.messages)
+        produce_fast(mq, queues, args.messages, args.size)
         ranges = [PullSpec(q, 0, mq.max_offset(q), group="bench_sidecar", pull_batch_size=args.pull_batch_size)
                   for q in queues]
         mq.close()
@@ -78,6 +84,11 @@ def main(argv: list[str] | None = None) -> int:
         def arrow(spec: PullSpec) -> int:
             for _ in service.pull(cluster, spec):
                 pass
+            return spec.end - spec.start
+
+        def files(spec: PullSpec) -> int:
+            for path in service.pull_files(cluster, replace(spec, shared_memory=True)):
+                os.unlink(path)
             return spec.end - spec.start
 
         def pulls(spec: PullSpec) -> int:          # the sidecar's own pull path (direct connections)
@@ -93,7 +104,8 @@ def main(argv: list[str] | None = None) -> int:
         try:
             run([PullSpec(ranges[0].queue, 0, min(2_000, ranges[0].end))], 1, arrow)    # connect, warm up
             best = {name: min((run(ranges, args.threads, fn) for _ in range(args.rounds)), key=lambda r: r[1])
-                    for name, fn in (("pull + Arrow", arrow), ("pulls only", pulls),
+                    for name, fn in (("pull + Arrow", arrow), ("pull + shared-memory files", files),
+                                     ("pulls only", pulls),
                                      ("pulls only, shared transport", shared))}
         finally:
             service.close()
