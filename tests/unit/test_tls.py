@@ -17,6 +17,7 @@ from rocketmq_spark.errors import ConfigError
 from rocketmq_spark.tls import (ClientAuth, Mode, ServerTls, TlsError, TlsSettings, TlsStream, Verify,
                                 server_stream)
 from tests.tls_certs import Certs, make_certs
+from tests.waiting import wait_until
 
 
 @pytest.fixture(scope="module")
@@ -151,7 +152,8 @@ def test_client_certificates_when_the_server_requires_them(certs: Certs) -> None
         # the refusal shows on the first read
         stream = connect(port, TlsSettings(ca_file=certs.ca))
         recv_exactly(stream, 7)
-    assert errors and isinstance(errors[0], TlsError)
+    # the client can see the refusal before the server's thread has recorded it
+    assert isinstance(wait_until(lambda: errors, 10, "the server's refusal")[0], TlsError)
 
 
 def test_permissive_server_takes_plain_and_tls_clients(certs: Certs) -> None:
@@ -171,7 +173,8 @@ def test_enforcing_server_closes_a_plain_client(certs: Certs) -> None:
         plain.sendall(b"\x00\x00\x00\x10" + b"\x00" * 16)
         data = plain.recv(100)
         assert not data.endswith(b"x")           # nothing but a TLS alert, then the close
-    assert errors and isinstance(errors[0], TlsError)
+    # the client can see the refusal before the server's thread has recorded it
+    assert isinstance(wait_until(lambda: errors, 10, "the server's refusal")[0], TlsError)
 
 
 def test_no_key_material_in_reprs_and_missing_files_name_the_option(certs: Certs, tmp_path: Path) -> None:
