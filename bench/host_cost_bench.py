@@ -9,11 +9,12 @@ the Spark host's); this process pins itself to CPU 0 before Spark starts, so Spa
 its Python workers and the sidecar they start all run on CPU 0. N messages of SIZE bytes
 (default 1,000,000 of 100 B, 4 queues, 32 messages a pull: Apache's default cap) are read
 with Trigger.AvailableNow into ``noop`` by the rocketmq source, and the same number of rows
-by ``ceiling_source.py`` (its rows shaped like ours: SIZE-byte bodies, the same topic); each is run R times (best kept) after a small warm-up. Host CPU is
-the sum over the host's processes (Spark's JVM, its Python workers and source runner, the
-driver, the sidecar) of their own CPU time, each sampled every 0.1 s from a thread on CPU 1
-(so a process that ends mid-run is charged to the run it ran in); CPU 0's busy time from
-/proc/stat, which counts in clock ticks, is printed beside it as a cross-check.
+by ``ceiling_source.py`` (its rows shaped like ours: SIZE-byte bodies, the same topic);
+each is run R times (best kept) after a small warm-up. Host CPU is the sum over the host's
+processes (Spark's JVM, its Python workers and source runner, the driver, the sidecar) of
+their own CPU time, each sampled every 0.1 s from a thread on CPU 1 (so a process that ends
+mid-run is charged to the run it ran in); CPU 0's busy time from /proc/stat, which counts in
+clock ticks, is printed beside it as a cross-check.
 Prints rows/s, microseconds of host CPU per message, and the two ratios of the goal:
 CPU per message ours / ceiling (goal <= 1.3) and throughput ours / ceiling (goal >= 0.8).
 """
@@ -102,7 +103,8 @@ def main(argv: list[str] | None = None) -> int:
                     .load())
 
         run(ours(topics["warm"]), str(root / "ck-warm-ours"))
-        run(ceiling_df(spark, 20_000, body_size=args.size, topic=topics["warm"]), str(root / "ck-warm-ceiling"))
+        run(ceiling_df(spark, 20_000, body_size=args.size, topic=topics["warm"]),
+            str(root / "ck-warm-ceiling"))
         results: dict[str, list[tuple[float, float, int]]] = {"rocketmq": [], "ceiling": []}
         splits: dict[str, list[dict[str, float]]] = {"rocketmq": [], "ceiling": []}
         for i in range(args.runs):

@@ -4,8 +4,8 @@
                                   [--pull-batch-size N] [--broker-max-transfer N] [--rounds R]
 
 An embedded broker runs in a subprocess (async flush) and holds N messages of SIZE bytes
-(default 32) over Q queues. In this process, a ``SidecarService`` (what the sidecar process serves over gRPC)
-reads every queue's whole range on T threads at a time, two ways:
+(default 32) over Q queues. In this process, a ``SidecarService`` (what the sidecar process
+serves over gRPC) reads every queue's whole range on T threads at a time, four ways:
 
 * ``pull + Arrow``: ``SidecarService.pull``, what a task on another host gets: pipelined
   pulls, the columnar decode into Arrow record batches, the Arrow IPC stream in chunks;

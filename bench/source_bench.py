@@ -203,7 +203,8 @@ def main(argv: list[str] | None = None) -> int:
             results["rate-micro-batch"] = run_noop(rate_df(spark, n), f"{work}/rate")
             run_noop(ceiling_df(spark, 2_000, body_size=args.size), f"{work}/warm-ceiling")
             with cpu_spent(sidecar_dir) as cpu_ceiling:
-                results["Python source, prebuilt Arrow"] = run_noop(ceiling_df(spark, n, body_size=args.size), f"{work}/ceiling")
+                results["Python source, prebuilt Arrow"] = run_noop(ceiling_df(spark, n, body_size=args.size),
+                                                                    f"{work}/ceiling")
             cpp_seconds = cpp_pull_all(addr, topics["main"], n)
             results["C++ pull consumer"] = (cpp_seconds, n, cpp_seconds)
             lat = latency(spark, mq, addr, topics["lat"], queues["lat"], args.rate, args.seconds,

@@ -80,28 +80,30 @@ def batch_files(batches: Iterable[pa.RecordBatch], directory: Path, *,
             sleep(pause)
             pause = min(pause * 2, _WAIT_MOST)
 
-    pending: list[pa.RecordBatch] = []
     finished = False
     try:
-        for batch in batches:
-            pending.append(batch)
-            if len(pending) < per_file:
-                continue
+        for group in _groups(batches, per_file):
             if not room():
                 return
-            untaken.append(write_batches(pending, directory))
-            pending = []
-            yield untaken[-1]
-        if pending:
-            if not room():
-                return
-            untaken.append(write_batches(pending, directory))
+            untaken.append(write_batches(group, directory))
             yield untaken[-1]
         finished = True
     finally:
         if not finished:
             for path in untaken:
                 _unlink(path)
+
+
+def _groups(batches: Iterable[pa.RecordBatch], size: int) -> Iterator[list[pa.RecordBatch]]:
+    """``batches`` in lists of ``size``, the last one shorter when they do not divide."""
+    group: list[pa.RecordBatch] = []
+    for batch in batches:
+        group.append(batch)
+        if len(group) == size:
+            yield group
+            group = []
+    if group:
+        yield group
 
 
 def read_batches(path: str) -> list[pa.RecordBatch]:

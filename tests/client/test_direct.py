@@ -67,16 +67,26 @@ class Broker:
                 conn.send(answer(c, 24, remark="the consumer's group info not exist"))
                 continue
             n = 2 if offset == self.short_at else 4
-            ext = {"nextBeginOffset": str(offset + n), "minOffset": "0", "maxOffset": "1000",
-                   "suggestWhichBrokerId": "0"}
-            if offset == self.escaped_at:    # valid JSON the compiled scanner leaves to Python
-                header = json.dumps({"code": 0, "extFields": ext, "flag": 1, "opaque": c.opaque,
-                                     "remark": "FOUND"}).encode()
-                header = header.replace(b'"nextBeginOffset"', rb'"next\u0042eginOffset"')
-                data = body(offset, n)
-                conn.send_frame(struct.pack(">iI", 4 + len(header) + len(data), len(header)) + header + data)
+            if offset != self.escaped_at:
+                found(conn, c, n)
                 continue
-            conn.send(answer(c, 0, ext=ext, remark="FOUND", body=body(offset, n)))
+            # valid JSON the compiled scanner leaves to Python
+            header = json.dumps({"code": 0, "extFields": found_ext(offset, n), "flag": 1,
+                                 "opaque": c.opaque, "remark": "FOUND"}).encode()
+            header = header.replace(b'"nextBeginOffset"', rb'"next\u0042eginOffset"')
+            data = body(offset, n)
+            conn.send_frame(struct.pack(">iI", 4 + len(header) + len(data), len(header)) + header + data)
+
+
+def found_ext(offset: int, n: int) -> dict[str, str]:
+    return {"nextBeginOffset": str(offset + n), "minOffset": "0", "maxOffset": "1000",
+            "suggestWhichBrokerId": "0"}
+
+
+def found(conn: FakeConn, cmd: RemotingCommand, n: int) -> None:
+    """A FOUND answer to ``cmd`` with the ``n`` messages from its offset."""
+    offset = int(cmd.ext["queueOffset"])
+    conn.send(answer(cmd, 0, ext=found_ext(offset, n), remark="FOUND", body=body(offset, n)))
 
 
 def client_for(server: FakeServer, **kw) -> MQClient:  # type: ignore[no-untyped-def]
@@ -240,12 +250,9 @@ class Gate(Broker):
     def release(self, n: int) -> None:
         with self.lock:
             batch, self.held = self.held[:n], self.held[n:]
+        assert self.conn is not None
         for c in batch:
-            offset = int(c.ext["queueOffset"])
-            ext = {"nextBeginOffset": str(offset + 4), "minOffset": "0", "maxOffset": "1000",
-                   "suggestWhichBrokerId": "0"}
-            assert self.conn is not None
-            self.conn.send(answer(c, 0, ext=ext, remark="FOUND", body=body(offset, 4)))
+            found(self.conn, c, 4)
 
 
 def test_a_run_sends_more_pulls_once_half_its_pipeline_is_free() -> None:
