@@ -343,6 +343,44 @@ static int reserve(Buf *b, size_t more, Fail *f) {
     return 0;
 }
 
+/* The delivered bodies, written straight into the bytes object handed back (no copy at
+   the end). Growing it takes the GIL for the moment of the resize. */
+typedef struct {
+    PyObject *obj;
+    size_t len, cap;
+    PyThreadState **ts;   /* the run's saved thread state */
+} Out;
+
+static int out_reserve(Out *o, size_t more, Fail *f) {
+    if (o->cap - o->len >= more)
+        return 0;
+    size_t cap = o->cap * 2 > o->len + more ? o->cap * 2 : o->len + more;
+    PyEval_RestoreThread(*o->ts);
+    int bad = _PyBytes_Resize(&o->obj, (Py_ssize_t)cap) < 0;
+    if (bad)
+        PyErr_Clear();       /* reported as E_MEMORY below */
+    *o->ts = PyEval_SaveThread();
+    if (bad)
+        return fail(f, E_MEMORY, NULL);
+    o->cap = cap;
+    return 0;
+}
+
+/* Appends an answered pull's body (it is the next in offset order); a short answer (it did
+   not end at at + stride) ends the run there. 0, or -1 failed. */
+static int deliver(Out *o, const Slot *s, const char *body, size_t len, long long stride,
+                   long long *resume, int *stopping, Fail *f) {
+    if (out_reserve(o, len, f))
+        return -1;
+    memcpy(PyBytes_AS_STRING(o->obj) + o->len, body, len);
+    o->len += len;
+    if (s->next != s->at + stride) {
+        *resume = s->next;
+        *stopping = 1;
+    }
+    return 0;
+}
+
 /* Reads once more into the buffer; 0 read, -1 failed. Called without the GIL. */
 static int fill(int fd, Buf *b, long long deadline, Fail *f) {
     if (reserve(b, RECV_CHUNK, f))
@@ -377,7 +415,9 @@ static PyObject *run(PyObject *self, PyObject *args) {
         return NULL;
     PyObject *result = NULL;
     char *frames = NULL;
-    Buf in = {NULL, 0, 0, 0}, out = {NULL, 0, 0, 0};     /* read; the bodies delivered */
+    Buf in = {NULL, 0, 0, 0};                           /* read, not yet taken */
+    PyThreadState *ts = NULL;
+    Out out = {NULL, 0, 0, &ts};                        /* the bodies delivered */
     Slot slots[MAX_DEPTH];
     int first = 0, count = 0;         /* in-flight slots: a ring from `first` */
     long long ahead = start, planned = 0, resume = -1, due = 0, got_bytes = 0;
@@ -389,7 +429,10 @@ static PyObject *run(PyObject *self, PyObject *args) {
         goto release;
     }
     size_t frame_cap = (size_t)depth * (8 + head.len + mid.len + tail.len + 48);
-    PyThreadState *ts = PyEval_SaveThread();        /* the whole run goes without the GIL */
+    out.cap = 64 * 1024;
+    if (!(out.obj = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)out.cap)))
+        goto release;
+    ts = PyEval_SaveThread();                       /* the whole run goes without the GIL */
     frames = PyMem_RawMalloc(frame_cap);
     if (!frames) {
         fail(&f, E_MEMORY, NULL);
@@ -401,14 +444,8 @@ static PyObject *run(PyObject *self, PyObject *args) {
             Slot *s = &slots[first];
             int take = s->code == 0 && s->body && s->next > s->at;
             if (take) {
-                if (reserve(&out, s->len, &f))
+                if (deliver(&out, s, s->body, s->len, stride, &resume, &stopping, &f))
                     goto done;
-                memcpy(out.data + out.len, s->body, s->len);
-                out.len += s->len;
-                if (s->next != s->at + stride) {        /* short: it ends here */
-                    resume = s->next;
-                    stopping = 1;
-                }
             } else {                                     /* the caller's path */
                 resume = s->at;
                 stopping = 1;
@@ -505,14 +542,24 @@ static PyObject *run(PyObject *self, PyObject *args) {
             hit->next = next;
             if (code == 0 && !stopping) {
                 size_t blen = length - 4 - hlen;
-                hit->body = PyMem_RawMalloc(blen ? blen : 1);
-                if (!hit->body) {
-                    fail(&f, E_MEMORY, NULL);
-                    goto done;
-                }
-                memcpy(hit->body, q + 8 + hlen, blen);
-                hit->len = blen;
                 got_bytes += (long long)blen;
+                if (hit == &slots[first] && next > hit->at) {
+                    /* the next in order (as a broker mostly answers): from the receive
+                       buffer straight to the output, not through a copy of its own */
+                    if (deliver(&out, hit, (const char *)q + 8 + hlen, blen, stride, &resume, &stopping, &f))
+                        goto done;
+                    hit->state = 0;
+                    first = (first + 1) % depth;
+                    count--;
+                } else {
+                    hit->body = PyMem_RawMalloc(blen ? blen : 1);
+                    if (!hit->body) {
+                        fail(&f, E_MEMORY, NULL);
+                        goto done;
+                    }
+                    memcpy(hit->body, q + 8 + hlen, blen);
+                    hit->len = blen;
+                }
             }
         }
         in.start += length + 4;
@@ -534,17 +581,16 @@ done:
     PyEval_RestoreThread(ts);
     if (f.kind != E_NONE) {
         raise_fail(&f);
-    } else {
+    } else if (_PyBytes_Resize(&out.obj, (Py_ssize_t)out.len) == 0) {
         /* the delivered bodies, one after the other (records delimit themselves); the bytes
            read past the last answer due (none from a broker that only answers) */
-        PyObject *data = PyBytes_FromStringAndSize(out.data ? out.data + out.start : "", (Py_ssize_t)out.len);
-        if (data)
-            result = Py_BuildValue("(NLly#)", data, resume, opaque, in.data ? in.data + in.start : "",
-                                   (Py_ssize_t)in.len);
+        result = Py_BuildValue("(NLly#)", out.obj, resume, opaque, in.data ? in.data + in.start : "",
+                               (Py_ssize_t)in.len);
+        out.obj = NULL;     /* result owns it (or Py_BuildValue released it) */
     }
     PyMem_RawFree(in.data);
-    PyMem_RawFree(out.data);
 release:
+    Py_XDECREF(out.obj);
     PyBuffer_Release(&head);
     PyBuffer_Release(&mid);
     PyBuffer_Release(&tail);
