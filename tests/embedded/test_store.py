@@ -172,32 +172,3 @@ def test_a_pull_returns_at_most_the_transfer_count(tmp_path: Path, cap: int) -> 
         assert len(messages(pull(w, "reader", "T", 0, 0, max_nums=1000))) == cap
         assert len(messages(pull(w, "reader", "T", 0, 0, max_nums=20))) == 20
         assert len(messages(pull(w, "reader", "T", 0, 0, max_nums=1000, subscription="A || B"))) == cap
-
-
-def test_a_pull_reads_interleaved_records_in_stretches(tmp_path: Path) -> None:
-    """Records of one queue lie between other queues' records: a pull reads the stretch that
-    holds them with one call and drops the rest, makes a new call past a gap wider than
-    READ_GAP, and goes record by record where a stretch would cross a segment's end."""
-    from rocketmq_spark.embedded.store import message_store
-
-    sent: dict[int, list[bytes]] = {0: [], 1: [], 2: []}
-    with EmbeddedCluster(tmp_path, topics={"T": 3}, segment_size=32 * 1024) as c, \
-            Wire(c.broker_addrs["broker-a"]) as w:
-        for i in range(300):
-            q = i % 3
-            body = b"%d-%d" % (q, i) * (2_000 if (q, i) == (2, 140) else 10)   # one wide gap
-            send_msg(w, "T", body, queue_id=q)
-            sent[q].append(body)
-        log = c.brokers["broker-a"].store.commitlog
-        calls: list[int] = []
-        real_read = log.read
-        log.read = lambda phys, size: calls.append(size) or real_read(phys, size)   # type: ignore[method-assign]
-        try:
-            first = messages(pull(w, "reader", "T", 0, 0))
-            assert [m.body for m in first] == sent[0][:32] and len(calls) == 1
-            for q in range(3):
-                assert bodies(w, "T", q) == sent[q]
-        finally:
-            log.read = real_read   # type: ignore[method-assign]
-        assert len(segments(tmp_path)) >= 3
-        assert 20_000 > message_store.READ_GAP

@@ -48,10 +48,6 @@ MAX_PROPERTIES_SIZE = 32767
 MAX_TRANSFER_COUNT = 32                  # maxTransferCountOnMessageInMemory (default)
 MAX_TRANSFER_BYTES = 256 * 1024          # maxTransferBytesOnMessageInMemory
 MAX_FILTER_BYTES = 16000                 # maxFilterMessageSize (bytes of consume queue)
-# A pull reads past up to READ_GAP bytes of other queues' records rather than make one more
-# read call (a call releases and retakes the GIL), and reads at most READ_SPAN in one call.
-READ_GAP = 16 * 1024
-READ_SPAN = 1024 * 1024
 
 ArrivalListener = Callable[[str, int, int, Sequence[int]], None]
 # Transaction types kept out of the consume queues (CommitLogDispatcherBuildConsumeQueue).
@@ -368,34 +364,29 @@ class MessageStore:
         return picked, i
 
     def _read_runs(self, cq: ConsumeQueue, picked: list[int]) -> list[bytes]:
-        """The records at queue positions ``picked``, read with one call per stretch of the
-        commit log that holds several of them (records of other queues between them, up to
-        READ_GAP bytes at a time, are read and dropped: cheaper than a call each); stops at
-        the first one not readable."""
+        """The records at queue positions ``picked``, read with one call per run of records
+        that follow each other in the commit log; stops at the first one not readable."""
         found: list[bytes] = []
-        phys, sizes = cq.phys, cq.sizes
         j = 0
         while j < len(picked):
-            start = phys[picked[j]]
-            end = start + sizes[picked[j]]
-            k = j + 1
-            while k < len(picked):
-                at = phys[picked[k]]
-                if at < end or at - end > READ_GAP or at + sizes[picked[k]] - start > READ_SPAN:
-                    break
-                end = at + sizes[picked[k]]
+            start = end = cq.phys[picked[j]]
+            k = j
+            while k < len(picked) and cq.phys[picked[k]] == end:
+                end += cq.sizes[picked[k]]
                 k += 1
-            stretch = self.commitlog.read(start, end - start) if k - j > 1 else None
-            if stretch is None:             # one record, or across a segment end: one by one
+            run = self.commitlog.read(start, end - start)
+            if run is None:                 # e.g. across a segment end: record by record
                 for n in picked[j:k]:
-                    data = self.commitlog.read(phys[n], sizes[n])
+                    data = self.commitlog.read(cq.phys[n], cq.sizes[n])
                     if data is None:
                         return found
                     found.append(data)
             else:
+                pos = 0
                 for n in picked[j:k]:
-                    pos = phys[n] - start
-                    found.append(stretch[pos:pos + sizes[n]])
+                    size = cq.sizes[n]
+                    found.append(run[pos:pos + size])
+                    pos += size
             j = k
         return found
 
