@@ -4,7 +4,12 @@ How this works. The reader thread decodes frames (``remoting.command.FrameDecode
 hands each request to the handler on that thread; handlers answer at once or later (a
 held pull, a send waiting for fsync) through ``Connection.send``, which only queues the
 frame: the connection's writer thread does the socket writes, so no handler, flusher or
-timer ever blocks on a slow peer, and a held request never blocks other connections.
+timer ever blocks on a slow peer, and a held request never blocks other connections. The
+answers to the requests of one read are written by the reader itself once they are all
+handled, as far as the socket takes them without waiting (one write, no hand-over to the
+writer thread: pipelined pulls are answered together); what the socket does not take, and
+everything sent from other threads, goes through the writer. Only one thread writes at a
+time, and it takes the queued frames in order, so answers keep their order.
 A frame that cannot be decoded (over 16 MiB, bad header, unknown serialization) closes
 that connection only; queued answers are written first. With TLS (``ServerTls``: Apache's
 tlsMode ``enforcing`` or ``permissive``) the reader thread runs the handshake before the
@@ -65,6 +70,8 @@ class Connection:
         self.closed = threading.Event()
         self._out: deque[bytes] = deque()
         self._cond = threading.Condition()
+        self._writing = threading.Lock()      # held by whichever thread writes to the socket
+        self._held_by_reader = False          # the reader is handling a read: it writes after
         self._close_notified = False
         self._reader = threading.Thread(target=self._read_loop, name=f"{server.name}-r{self.id}", daemon=True)
         self._writer = threading.Thread(target=self._write_loop, name=f"{server.name}-w{self.id}", daemon=True)
@@ -87,7 +94,8 @@ class Connection:
             if self.closed.is_set():
                 return False
             self._out.append(frame)
-            self._cond.notify()
+            if not (self._held_by_reader and threading.current_thread() is self._reader):
+                self._cond.notify()
         return True
 
     def peer_gone(self) -> bool:
@@ -130,11 +138,16 @@ class Connection:
                     break
                 self.last_read = time.monotonic()
                 decoder.feed(data)
-                for cmd in decoder:
-                    try:
-                        self.server.handler(self, cmd)
-                    except Exception:
-                        log.exception("%r: handler failed for code %d", self, cmd.code)
+                self._held_by_reader = True
+                try:
+                    for cmd in decoder:
+                        try:
+                            self.server.handler(self, cmd)
+                        except Exception:
+                            log.exception("%r: handler failed for code %d", self, cmd.code)
+                finally:
+                    self._held_by_reader = False
+                    self._write_answers()
         except RemoteProtocolError as exc:
             reason = f"bad frame: {exc}"
             log.warning("%r: %s; closing this connection", self, reason)
@@ -148,6 +161,35 @@ class Connection:
             log.info("%r: peer closed with %d bytes of an unfinished frame", self, decoder.pending)
         self._notify_closed()
 
+    def _take(self) -> bytes:
+        with self._cond:
+            data = b"".join(self._out)
+            self._out.clear()
+        return data
+
+    def _write_answers(self) -> None:
+        """The reader, after a read's requests: writes what is queued as far as the socket
+        takes it now; the rest (or everything, with TLS or while the writer is writing) is
+        left to the writer thread."""
+        if self.server.tls is None and self._writing.acquire(blocking=False):
+            try:
+                data = self._take()
+                try:
+                    sent = self.sock.send(data, socket.MSG_DONTWAIT) if data else 0
+                except (BlockingIOError, InterruptedError):
+                    sent = 0
+                except OSError:
+                    self.close()
+                    return
+                if sent < len(data):
+                    with self._cond:
+                        self._out.appendleft(data[sent:])
+            finally:
+                self._writing.release()
+        with self._cond:
+            if self._out:
+                self._cond.notify()
+
     def _write_loop(self) -> None:
         while True:
             with self._cond:
@@ -155,15 +197,16 @@ class Connection:
                     self._cond.wait()
                 if not self._out:
                     break
-                frames = list(self._out)
-                self._out.clear()
-            try:
-                self.stream.sendall(b"".join(frames))
-            except OSError:
-                self.close()
-                with self._cond:
-                    self._out.clear()
-                break
+            with self._writing:
+                data = self._take()
+                try:
+                    if data:
+                        self.stream.sendall(data)
+                except OSError:
+                    self.close()
+                    with self._cond:
+                        self._out.clear()
+                    break
         try:
             self.sock.shutdown(socket.SHUT_RDWR)
         except OSError:

@@ -223,3 +223,38 @@ def test_absurd_suspend_timeouts_do_not_break_long_polling(cluster: EmbeddedClus
     with Wire(broker_addr) as other:
         send_msg(other, "T", b"finally", queue_id=2)
     assert [m.body for m in messages(wire.answer(forever, timeout=3))] == [b"finally"]
+
+
+def test_pipelined_pulls_to_a_peer_that_reads_slowly_are_all_answered_in_order(
+        wire: Wire, broker_addr: str) -> None:
+    """The requests of one read are answered by the reader thread in one write, as far as the
+    socket takes them; a peer with a small receive window that reads only after sending all
+    its pulls leaves the rest to the writer thread: every answer comes, whole, in order."""
+    import socket
+
+    from rocketmq_spark.remoting.command import FrameDecoder
+    from rocketmq_spark.remoting.message import decode_messages
+
+    bodies = [b"%04d" % i * 1000 for i in range(64)]      # 4 KB each: answers of 128 KB
+    for b in bodies:
+        assert send_msg(wire, "T", b, queue_id=0).code == 0
+    host, _, port = broker_addr.rpartition(":")
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.connect((host, int(port)))
+    sock.settimeout(10)
+    cmds = [req(RequestCode.PULL_MESSAGE, {"consumerGroup": "g", "topic": "T", "queueId": 0, "queueOffset": i % 64,
+                                           "maxMsgNums": 32, "sysFlag": 4, "commitOffset": 0,
+                                           "suspendTimeoutMillis": 0, "subVersion": 0, "subscription": "*",
+                                           "expressionType": "TAG"}).with_opaque(1000 + i) for i in range(120)]
+    sock.sendall(b"".join(encode(c) for c in cmds))
+    decoder, got = FrameDecoder(), []
+    with sock:
+        while len(got) < len(cmds):
+            data = sock.recv(1 << 16)
+            assert data, f"connection closed after {len(got)} answers"
+            decoder.feed(data)
+            got.extend(decoder)
+    assert [a.opaque for a in got] == [c.opaque for c in cmds]
+    for i, a in enumerate(got):
+        assert a.code == 0 and [m.body for m in decode_messages(a.body)] == bodies[i % 64:i % 64 + 32]
