@@ -548,7 +548,6 @@ static PyObject *run(PyObject *self, PyObject *args) {
                        buffer straight to the output, not through a copy of its own */
                     if (deliver(&out, hit, (const char *)q + 8 + hlen, blen, stride, &resume, &stopping, &f))
                         goto done;
-                    hit->state = 0;
                     first = (first + 1) % depth;
                     count--;
                 } else {

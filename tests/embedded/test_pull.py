@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import struct
 import time
 from pathlib import Path
@@ -11,7 +12,8 @@ import pytest
 
 from rocketmq_spark.embedded import EmbeddedCluster
 from rocketmq_spark.remoting.codes import RequestCode
-from rocketmq_spark.remoting.command import encode
+from rocketmq_spark.remoting.command import FrameDecoder, encode
+from rocketmq_spark.remoting.message import decode_messages
 from tests.embedded.wire import Wire, heartbeat, messages, pull, req, send_msg, wait_for
 
 FAQ = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
@@ -230,11 +232,6 @@ def test_pipelined_pulls_to_a_peer_that_reads_slowly_are_all_answered_in_order(
     """The requests of one read are answered by the reader thread in one write, as far as the
     socket takes them; a peer with a small receive window that reads only after sending all
     its pulls leaves the rest to the writer thread: every answer comes, whole, in order."""
-    import socket
-
-    from rocketmq_spark.remoting.command import FrameDecoder
-    from rocketmq_spark.remoting.message import decode_messages
-
     bodies = [b"%04d" % i * 1000 for i in range(64)]      # 4 KB each: answers of 128 KB
     for b in bodies:
         assert send_msg(wire, "T", b, queue_id=0).code == 0
