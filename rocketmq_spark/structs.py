@@ -80,6 +80,21 @@ class PullResult:
 
 
 @dataclass(frozen=True)
+class WalkedBodies:
+    """Pull bodies one after the other (stored records delimit themselves) and where each
+    of their records starts: ``starts`` holds the positions in ``data`` as native int32.
+    A compiled run of pulls notes them while the bytes are in cache, so the decoder does
+    not walk the records again from memory."""
+
+    data: bytes = field(repr=False)
+    starts: bytes = field(repr=False)
+
+    @property
+    def records(self) -> int:
+        return len(self.starts) // 4
+
+
+@dataclass(frozen=True)
 class QueueOffsets:
     queue: MessageQueue
     min_offset: int

@@ -2,7 +2,7 @@
  * DirectPuller.fast_range, the compiled form of what sidecar/pull.py does pull by pull.
  *
  * run(fd, head, mid, tail, start, end, stride, depth, max_rows, max_bytes, timeout_ms, opaque)
- *     -> (data, resume, opaque, rest)
+ *     -> (data, resume, opaque, rest, starts)
  *
  * Sends JSON PULL_MESSAGE requests made from the template (head + offset + mid + opaque +
  * tail, as direct.py cuts it) for offsets start, start + stride, ... while each whole pull
@@ -15,7 +15,9 @@
  * not read) stops it: no more requests go out, the answers still due are read and dropped,
  * and `resume` is where the caller's own (Python) path goes on: past a short FOUND answer
  * (its body is returned), else at that pull's offset. `opaque` is the last one used, `rest`
- * what was read past the last answer due (the start of a frame nobody asked for).
+ * what was read past the last answer due (the start of a frame nobody asked for),
+ * `starts` where each stored record of `data` starts (native int32 positions; walked as
+ * each body is copied, while it is in cache), or None when a record's size does not fit.
  * Raises TimeoutError when no answer comes for timeout_ms, ConnectionError when the
  * connection fails or closes, ValueError on a frame with a bad length: the connection is
  * then out of step and the caller must drop it. The whole run goes without the GIL (a
@@ -344,11 +346,16 @@ static int reserve(Buf *b, size_t more, Fail *f) {
 }
 
 /* The delivered bodies, written straight into the bytes object handed back (no copy at
-   the end). Growing it takes the GIL for the moment of the resize. */
+   the end), and where each of their stored records starts in it: walked as a body is
+   copied in, while it is in cache, so the decoder need not walk them again from memory.
+   Growing the bytes object takes the GIL for the moment of the resize. */
 typedef struct {
     PyObject *obj;
     size_t len, cap;
     PyThreadState **ts;   /* the run's saved thread state */
+    int32_t *starts;      /* record positions in obj (raw allocator) */
+    size_t nstarts, starts_cap;
+    int unwalked;         /* a body's sizes did not add up: no starts are handed back */
 } Out;
 
 static int out_reserve(Out *o, size_t more, Fail *f) {
@@ -366,6 +373,36 @@ static int out_reserve(Out *o, size_t more, Fail *f) {
     return 0;
 }
 
+/* Notes where the records of the body just copied to obj[base:base + len] start. A size
+   that does not fit marks the run unwalked: the caller's decoder then walks the data and
+   reports it. 0, or -1 out of memory. */
+static int out_walk(Out *o, size_t base, size_t len, Fail *f) {
+    const unsigned char *p = (const unsigned char *)PyBytes_AS_STRING(o->obj) + base;
+    size_t pos = 0;
+    while (!o->unwalked && pos < len) {
+        if (len - pos < 4 || base + pos > INT32_MAX) {
+            o->unwalked = 1;
+            break;
+        }
+        size_t size = ((size_t)p[pos] << 24) | ((size_t)p[pos + 1] << 16) | ((size_t)p[pos + 2] << 8) | p[pos + 3];
+        if (size < 4 || size > len - pos) {
+            o->unwalked = 1;
+            break;
+        }
+        if (o->nstarts == o->starts_cap) {
+            size_t cap = o->starts_cap ? o->starts_cap * 2 : 4096;
+            int32_t *grown = PyMem_RawRealloc(o->starts, cap * sizeof *grown);
+            if (!grown)
+                return fail(f, E_MEMORY, NULL);
+            o->starts = grown;
+            o->starts_cap = cap;
+        }
+        o->starts[o->nstarts++] = (int32_t)(base + pos);
+        pos += size;
+    }
+    return 0;
+}
+
 /* Appends an answered pull's body (it is the next in offset order); a short answer (it did
    not end at at + stride) ends the run there. 0, or -1 failed. */
 static int deliver(Out *o, const Slot *s, const char *body, size_t len, long long stride,
@@ -373,6 +410,8 @@ static int deliver(Out *o, const Slot *s, const char *body, size_t len, long lon
     if (out_reserve(o, len, f))
         return -1;
     memcpy(PyBytes_AS_STRING(o->obj) + o->len, body, len);
+    if (out_walk(o, o->len, len, f))
+        return -1;
     o->len += len;
     if (s->next != s->at + stride) {
         *resume = s->next;
@@ -417,7 +456,7 @@ static PyObject *run(PyObject *self, PyObject *args) {
     char *frames = NULL;
     Buf in = {NULL, 0, 0, 0};                           /* read, not yet taken */
     PyThreadState *ts = NULL;
-    Out out = {NULL, 0, 0, &ts};                        /* the bodies delivered */
+    Out out = {NULL, 0, 0, &ts, NULL, 0, 0, 0};         /* the bodies delivered */
     Slot slots[MAX_DEPTH];
     int first = 0, count = 0;         /* in-flight slots: a ring from `first` */
     long long ahead = start, planned = 0, resume = -1, due = 0, got_bytes = 0;
@@ -582,11 +621,18 @@ done:
         raise_fail(&f);
     } else if (_PyBytes_Resize(&out.obj, (Py_ssize_t)out.len) == 0) {
         /* the delivered bodies, one after the other (records delimit themselves); the bytes
-           read past the last answer due (none from a broker that only answers) */
-        result = Py_BuildValue("(NLly#)", out.obj, resume, opaque, in.data ? in.data + in.start : "",
-                               (Py_ssize_t)in.len);
-        out.obj = NULL;     /* result owns it (or Py_BuildValue released it) */
+           read past the last answer due (none from a broker that only answers); where the
+           records start (None when a size did not fit) */
+        PyObject *starts = out.unwalked
+            ? (Py_INCREF(Py_None), Py_None)
+            : PyBytes_FromStringAndSize((const char *)out.starts, (Py_ssize_t)(out.nstarts * sizeof(int32_t)));
+        if (starts) {
+            result = Py_BuildValue("(NLly#N)", out.obj, resume, opaque, in.data ? in.data + in.start : "",
+                                   (Py_ssize_t)in.len, starts);
+            out.obj = NULL;     /* result owns it (or Py_BuildValue released it) */
+        }
     }
+    PyMem_RawFree(out.starts);
     PyMem_RawFree(in.data);
 release:
     Py_XDECREF(out.obj);

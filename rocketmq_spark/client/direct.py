@@ -29,7 +29,7 @@ from rocketmq_spark.remoting.codes import SERIALIZE_JSON
 from rocketmq_spark.remoting.command import MAX_FRAME, RemotingCommand, decode_frame, encode
 from rocketmq_spark.remoting.message import decode_messages, parse_subscription
 from rocketmq_spark.remoting.route import MessageQueue
-from rocketmq_spark.structs import PullResult, PullStatus
+from rocketmq_spark.structs import PullResult, PullStatus, WalkedBodies
 from rocketmq_spark.tls import TlsStream
 
 try:     # a range's plain pulls in one call (_fastpull.c), built by pip install; pull_async is the reference
@@ -208,12 +208,13 @@ class DirectPuller:
 
     def fast_range(self, queue: MessageQueue, offset: int, end: int, *, group: str, expression: str,
                    max_nums: int, stride: int, depth: int, max_rows: int,
-                   max_bytes: int = FAST_RUN_BYTES) -> tuple[list[bytes], int] | None:
+                   max_bytes: int = FAST_RUN_BYTES) -> tuple[list[bytes | WalkedBodies], int] | None:
         """Plain pulls from ``offset`` (``max_nums`` asked, ``stride`` expected, each whole below
         ``end``), ``depth`` in flight, about ``max_rows`` messages or ``max_bytes`` of bodies
         (then the pulls in flight), in one compiled call without the GIL
-        (_fastpull.c): (the FOUND bodies that ended where expected, in order, as one body:
-        stored records delimit themselves; the offset to go on from with ``pull_async``,
+        (_fastpull.c): (the FOUND bodies that ended where expected, in order, as one body
+        with where its records start (``WalkedBodies``; bare bytes when a size did not
+        fit, for the decoder to report); the offset to go on from with ``pull_async``,
         which handles everything else). None when the call cannot be made here: not built, a
         signed (ACL) or TLS connection, pulls of this puller still due, or not one whole
         pull left."""
@@ -228,9 +229,9 @@ class DirectPuller:
                 queue, _OFFSET_MARK, group=group, max_nums=max_nums, expression=expression))
         timeout_ms = max(1, int(pull_codec.pull_timeout(0, self.request_timeout) * 1000))
         try:
-            data, resume, self._opaque, rest = _compiled.run(conn.sock.fileno(), *parts, offset, end, stride,
-                                                               depth, max_rows, max_bytes, timeout_ms,
-                                                               self._opaque)
+            data, resume, self._opaque, rest, starts = _compiled.run(
+                conn.sock.fileno(), *parts, offset, end, stride, depth, max_rows, max_bytes, timeout_ms,
+                self._opaque)
         except TimeoutError:
             conn.close()
             raise RequestTimeout(f"no pull answer from {conn.address} in time") from None
@@ -238,7 +239,9 @@ class DirectPuller:
             conn.close()
             raise TransportError(f"pulls from {conn.address} failed: {exc}") from None
         conn._buf += rest
-        return ([data] if data else []), resume
+        if not data:
+            return [], resume
+        return [data if starts is None else WalkedBodies(data, starts)], resume
 
     def _answer(self, opaque: int, deadline: float) -> RemotingCommand | PullResult:
         while opaque not in self._answers:

@@ -11,8 +11,10 @@
  * numpy path, whose per-message fallback gives damaged data its precise error. Text is not
  * checked for UTF-8 here; the caller validates the string arrays.
  *
- * decode_parts(bodies) does the same over the records of several pull bodies (a list of
- * bytes), walked here: no joined copy, no list of starts.
+ * decode_parts(bodies, starts=None) does the same over the records of several pull bodies
+ * (a list of bytes), walked here, or where `starts` says they start (per body: bytes of
+ * native int32 positions, as a compiled run of pulls noted them, or None): no joined copy,
+ * no list of starts, and no walk over records that have left the cache.
  *
  * record_starts(data, base) walks a body's records and returns their start positions + base,
  * or raises ValueError when a size does not fit; count_records(data) returns how many there
@@ -180,10 +182,21 @@ static const Prop *find(const Prop *props, int n, const char *name) {
 #define N_COLS 10
 enum { C_TOPIC, C_BODY, C_MSGID, C_OFFID, C_TAGS, C_KEYS, C_BORN, C_STORE, C_PNAME, C_PVALUE };
 
-/* The columns of the records at recs[0..n) (each rsize bytes readable, rsize its first
-   field); size: their bytes in all (a bound for the body column). New reference, Py_None
-   when a record is not for this path, NULL with an exception set. */
-static PyObject *decode_records(const uint8_t **recs, Py_ssize_t n, Py_ssize_t size) {
+/* How far ahead of the record being decoded its successors are fetched into cache: the
+   bytes arrive from memory while the records before them are decoded. */
+#define PREFETCH_RECORDS 4
+#define PREFETCH_BYTES 512
+
+static inline void prefetch_record(const uint8_t *rec, const uint8_t *end) {
+    const uint8_t *stop = end - rec > PREFETCH_BYTES ? rec + PREFETCH_BYTES : end;
+    for (const uint8_t *p = rec; p < stop; p += 64)
+        __builtin_prefetch(p);
+}
+
+/* The columns of the records at recs[0..n), record r ending at ends[r] (its first field,
+   its size, must say so); size: their bytes in all (a bound for the body column). New
+   reference, Py_None when a record is not for this path, NULL with an exception set. */
+static PyObject *decode_records(const uint8_t **recs, const uint8_t **ends, Py_ssize_t n, Py_ssize_t size) {
     PyObject *result = NULL;
     int ok = 1, err = 0;
 
@@ -213,12 +226,15 @@ static PyObject *decode_records(const uint8_t **recs, Py_ssize_t n, Py_ssize_t s
     int32_t entries = 0;
     HostCache born_cache = {{0}, {0}, 0, 0}, store_cache = {{0}, {0}, 0, 0};
 
+    for (Py_ssize_t r = 0; r < PREFETCH_RECORDS && r < n; r++)
+        prefetch_record(recs[r], ends[r]);
     for (Py_ssize_t r = 0; r < n && ok; r++) {
+        if (r + PREFETCH_RECORDS < n)
+            prefetch_record(recs[r + PREFETCH_RECORDS], ends[r + PREFETCH_RECORDS]);
         const uint8_t *rec = recs[r];
-        int32_t rsize = be32(rec);
-        if (rsize < MIN_RECORD || be32(rec + F_MAGIC) != MAGIC_V1
+        const uint8_t *end = ends[r];
+        if (end - rec < MIN_RECORD || be32(rec) != end - rec || be32(rec + F_MAGIC) != MAGIC_V1
             || (be32(rec + F_SYS_FLAG) & SLOW_FLAGS)) { ok = 0; break; }
-        const uint8_t *end = rec + rsize;
         int32_t body_len = be32(rec + F_BODY_LEN);
         const uint8_t *body = rec + F_BODY;
         if (body_len < 0 || body + body_len + 3 > end) { ok = 0; break; }
@@ -298,8 +314,9 @@ static PyObject *decode(PyObject *self, PyObject *args) {
     const uint8_t *data = buf.buf;
     Py_ssize_t size = buf.len;
     PyObject *result = NULL;
-    const uint8_t **recs = PyMem_Malloc(sizeof(*recs) * (n + 1));
+    const uint8_t **recs = PyMem_Malloc(sizeof(*recs) * 2 * (n + 1));
     if (!recs) { PyErr_NoMemory(); goto done; }
+    const uint8_t **ends = recs + n + 1;
     for (Py_ssize_t r = 0; r < n; r++) {
         Py_ssize_t pos = PyLong_AsSsize_t(PySequence_Fast_GET_ITEM(seq, r));
         if (pos == -1 && PyErr_Occurred()) goto done;
@@ -309,8 +326,9 @@ static PyObject *decode(PyObject *self, PyObject *args) {
             goto done;
         }
         recs[r] = data + pos;
+        ends[r] = data + pos + be32(data + pos);
     }
-    result = decode_records(recs, n, size);
+    result = decode_records(recs, ends, n, size);
 done:
     PyMem_Free(recs);
     Py_DECREF(seq);
@@ -318,9 +336,9 @@ done:
     return result;
 }
 
-/* Records in data[0..n): their count, and their starts in out (when not NULL). -1 with
-   ValueError set when a size does not fit. */
-static Py_ssize_t walk(const uint8_t *data, Py_ssize_t n, const uint8_t **out) {
+/* Records in data[0..n): their count, and their starts and ends in out and out_end (when
+   not NULL). -1 with ValueError set when a size does not fit. */
+static Py_ssize_t walk(const uint8_t *data, Py_ssize_t n, const uint8_t **out, const uint8_t **out_end) {
     Py_ssize_t pos = 0, count = 0;
     while (pos < n) {
         if (pos + 4 > n) {
@@ -332,7 +350,7 @@ static Py_ssize_t walk(const uint8_t *data, Py_ssize_t n, const uint8_t **out) {
             PyErr_Format(PyExc_ValueError, "stored message size %d does not fit the data", (int)size);
             return -1;
         }
-        if (out) out[count] = data + pos;
+        if (out) { out[count] = data + pos; out_end[count] = data + pos + size; }
         count++;
         pos += size;
     }
@@ -342,35 +360,82 @@ static Py_ssize_t walk(const uint8_t *data, Py_ssize_t n, const uint8_t **out) {
 static PyObject *count_records(PyObject *self, PyObject *args) {
     Py_buffer buf;
     if (!PyArg_ParseTuple(args, "y*", &buf)) return NULL;
-    Py_ssize_t count = walk(buf.buf, buf.len, NULL);
+    Py_ssize_t count = walk(buf.buf, buf.len, NULL, NULL);
     PyBuffer_Release(&buf);
     return count < 0 ? NULL : PyLong_FromSsize_t(count);
 }
 
-/* decode over the records of several bodies (a list of bytes), without joining them. */
+/* Record starts a compiled run of pulls noted (native int32 positions): their count, after
+   checking they can be records of a part of `len` bytes (the first at 0, each after the one
+   before, the last inside); -1 with ValueError set when not. The records' own sizes are
+   checked against them as they are decoded. */
+static Py_ssize_t noted(PyObject *starts, Py_ssize_t len) {
+    if (!PyBytes_Check(starts) || PyBytes_GET_SIZE(starts) % 4) {
+        PyErr_SetString(PyExc_TypeError, "record starts must be bytes of int32");
+        return -1;
+    }
+    Py_ssize_t count = PyBytes_GET_SIZE(starts) / 4;
+    const int32_t *at = (const int32_t *)PyBytes_AS_STRING(starts);
+    for (Py_ssize_t i = 0; i < count; i++) {
+        if ((i == 0 ? at[i] != 0 : at[i] <= at[i - 1]) || at[i] >= len) {
+            PyErr_SetString(PyExc_ValueError, "record starts do not fit the data");
+            return -1;
+        }
+    }
+    if (count == 0 && len) {
+        PyErr_SetString(PyExc_ValueError, "record starts do not fit the data");
+        return -1;
+    }
+    return count;
+}
+
+/* decode over the records of several bodies (a list of bytes), without joining them; the
+   optional second list gives, for each body, where its records start (bytes of int32, as a
+   compiled run of pulls noted them) or None to walk it here. */
 static PyObject *decode_parts(PyObject *self, PyObject *args) {
-    PyObject *list;
-    if (!PyArg_ParseTuple(args, "O!", &PyList_Type, &list)) return NULL;
+    PyObject *list, *starts = Py_None;
+    if (!PyArg_ParseTuple(args, "O!|O", &PyList_Type, &list, &starts)) return NULL;
     Py_ssize_t parts = PyList_GET_SIZE(list), total = 0, count = 0;
+    if (starts != Py_None && (!PyList_Check(starts) || PyList_GET_SIZE(starts) != parts)) {
+        PyErr_SetString(PyExc_TypeError, "starts must be a list as long as parts");
+        return NULL;
+    }
     for (Py_ssize_t i = 0; i < parts; i++) {
         PyObject *part = PyList_GET_ITEM(list, i);
         if (!PyBytes_Check(part)) {
             PyErr_SetString(PyExc_TypeError, "parts must be bytes");
             return NULL;
         }
-        Py_ssize_t c = walk((const uint8_t *)PyBytes_AS_STRING(part), PyBytes_GET_SIZE(part), NULL);
+        PyObject *known = starts == Py_None ? Py_None : PyList_GET_ITEM(starts, i);
+        Py_ssize_t c = known == Py_None
+            ? walk((const uint8_t *)PyBytes_AS_STRING(part), PyBytes_GET_SIZE(part), NULL, NULL)
+            : noted(known, PyBytes_GET_SIZE(part));
         if (c < 0) return NULL;
         count += c;
         total += PyBytes_GET_SIZE(part);
     }
-    const uint8_t **recs = PyMem_Malloc(sizeof(*recs) * (count + 1));
+    const uint8_t **recs = PyMem_Malloc(sizeof(*recs) * 2 * (count + 1));
     if (!recs) return PyErr_NoMemory();
+    const uint8_t **ends = recs + count + 1;
     Py_ssize_t at = 0;
     for (Py_ssize_t i = 0; i < parts; i++) {
         PyObject *part = PyList_GET_ITEM(list, i);
-        at += walk((const uint8_t *)PyBytes_AS_STRING(part), PyBytes_GET_SIZE(part), recs + at);
+        const uint8_t *data = (const uint8_t *)PyBytes_AS_STRING(part);
+        Py_ssize_t len = PyBytes_GET_SIZE(part);
+        PyObject *known = starts == Py_None ? Py_None : PyList_GET_ITEM(starts, i);
+        if (known == Py_None) {
+            at += walk(data, len, recs + at, ends + at);
+            continue;
+        }
+        const int32_t *pos = (const int32_t *)PyBytes_AS_STRING(known);
+        Py_ssize_t c = PyBytes_GET_SIZE(known) / 4;
+        for (Py_ssize_t k = 0; k < c; k++) {
+            recs[at + k] = data + pos[k];
+            ends[at + k] = k + 1 < c ? data + pos[k + 1] : data + len;
+        }
+        at += c;
     }
-    PyObject *result = decode_records(recs, count, total);
+    PyObject *result = decode_records(recs, ends, count, total);
     PyMem_Free(recs);
     return result;
 }
@@ -407,7 +472,7 @@ static PyMethodDef METHODS[] = {
     {"decode", decode, METH_VARARGS, "Column buffers of the records at starts, or None."},
     {"record_starts", record_starts, METH_VARARGS, "Start positions (+ base) of a body's records."},
     {"count_records", count_records, METH_VARARGS, "How many records a body holds (its sizes checked)."},
-    {"decode_parts", decode_parts, METH_VARARGS, "decode over the records of several bodies, or None."},
+    {"decode_parts", decode_parts, METH_VARARGS, "decode over the records of several bodies (and their starts), or None."},
     {NULL, NULL, 0, NULL},
 };
 

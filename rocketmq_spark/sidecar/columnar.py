@@ -37,6 +37,7 @@ from rocketmq_spark.remoting.message import (
     MAGIC_V1, NAME_VALUE_SEP, PROP_KEYS, PROP_RETRY_TOPIC, PROP_TAGS, PROP_UNIQ_KEY, PROPERTY_SEP,
     decode_messages)
 from rocketmq_spark.sidecar.arrow import SOURCE_SCHEMA, TIMESTAMP, messages_to_batch
+from rocketmq_spark.structs import WalkedBodies
 
 try:     # the compiled decoder (_fastcolumnar.c), built by pip install; numpy's is the reference
     from rocketmq_spark.sidecar import _fastcolumnar as _compiled
@@ -399,13 +400,15 @@ def decode_body(data: bytes, window: Window, last: int = -1,
     return _kept(batch, offsets, tags, window, last)
 
 
-def decode_parts(parts: list[bytes], window: Window, last: int = -1) -> tuple[pa.RecordBatch, int]:
-    """``decode_body`` of the concatenation of ``parts`` (whole pull bodies); the compiled
-    decoder reads them where they are, without joining them first."""
+def decode_parts(parts: list[bytes | WalkedBodies], window: Window, last: int = -1) -> tuple[pa.RecordBatch, int]:
+    """``decode_body`` of the concatenation of ``parts`` (whole pull bodies, or runs of them
+    with their record starts); the compiled decoder reads them where they are, without
+    joining them first, and does not walk the records of a ``WalkedBodies`` again."""
+    data = [p.data if isinstance(p, WalkedBodies) else p for p in parts]
     if _compiled is None:
-        return decode_body(b"".join(parts), window, last)
+        return decode_body(b"".join(data), window, last)
     try:
-        out = _compiled.decode_parts(parts)
+        out = _compiled.decode_parts(data, [p.starts if isinstance(p, WalkedBodies) else None for p in parts])
     except ValueError as exc:
         raise RemoteProtocolError(str(exc)) from None
     if out is not None and out[0] == 0:
@@ -413,7 +416,7 @@ def decode_parts(parts: list[bytes], window: Window, last: int = -1) -> tuple[pa
     try:
         batch, offsets, tags = _compiled_batch(out, window)
     except _Fallback:
-        batch, offsets, tags = _decode_slow(b"".join(parts), window)
+        batch, offsets, tags = _decode_slow(b"".join(data), window)
     return _kept(batch, offsets, tags, window, last)
 
 
@@ -450,20 +453,23 @@ class BodyBatcher:
     window: Window
     max_rows: int
     max_bytes: int = 16 << 20
-    _parts: list[bytes] = field(default_factory=list)        # bodies not decoded yet, in order
+    _parts: list[bytes | WalkedBodies] = field(default_factory=list)  # not decoded yet, in order
     _rows: int = 0                                           # their records
     _size: int = 0                                           # their bytes
     _last: int = -1
 
-    def batches(self, bodies: Iterable[bytes]) -> Iterator[pa.RecordBatch]:
+    def batches(self, bodies: Iterable[bytes | WalkedBodies]) -> Iterator[pa.RecordBatch]:
         for body in bodies:
-            body = body if type(body) is bytes else bytes(body)
-            rows = count_records(body)
+            if isinstance(body, WalkedBodies):
+                rows, size = body.records, len(body.data)
+            else:
+                body = body if type(body) is bytes else bytes(body)
+                rows, size = count_records(body), len(body)
             if self._parts and self._rows + rows > self.max_rows:
                 yield from self._decode()
             self._parts.append(body)
             self._rows += rows
-            self._size += len(body)
+            self._size += size
             if self._rows >= self.max_rows or self._size >= self.max_bytes:
                 yield from self._decode()
         yield from self._decode()

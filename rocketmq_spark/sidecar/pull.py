@@ -26,7 +26,7 @@ from rocketmq_spark.sidecar.errors import DataLossError
 from rocketmq_spark.sidecar.model import PullSpec, queue_name
 from rocketmq_spark.remoting.message import decode_messages, parse_subscription
 from rocketmq_spark.remoting.route import MessageQueue
-from rocketmq_spark.structs import PullResult, PullStatus
+from rocketmq_spark.structs import PullResult, PullStatus, WalkedBodies
 
 log = logging.getLogger(__name__)
 
@@ -66,14 +66,16 @@ class _RangeReader:
 
     def __iter__(self) -> Iterator[bytes]:
         for chunk in self.chunks():
-            yield from chunk
+            for body in chunk:
+                yield body.data if isinstance(body, WalkedBodies) else body
 
-    def chunks(self) -> Iterator[list[bytes]]:
-        """The bodies in lists: a compiled run's whole, else up to ``depth`` pulls' (a list
-        goes out before any wait, so nothing received is held back while a pull stalls)."""
+    def chunks(self) -> Iterator[list[bytes | WalkedBodies]]:
+        """The bodies in lists: a compiled run's whole (with where its records start, when
+        the run noted it), else up to ``depth`` pulls' (a list goes out before any wait, so
+        nothing received is held back while a pull stalls)."""
         s = self.spec
         offset = s.start
-        held: list[bytes] = []
+        held: list[bytes | WalkedBodies] = []
         # Pulls in flight, oldest first: (offset, its pull). Ahead of the oldest, pulls go
         # out at the offsets the last answer predicts (each pull advanced by ``stride``);
         # an answer that ends elsewhere (a tag filter's gap, a capped answer, data loss)
@@ -263,7 +265,8 @@ def read_range(client: Puller, spec: PullSpec, policy: PullPolicy = PullPolicy()
     return iter(_RangeReader(client, spec, policy))
 
 
-def read_chunks(client: Puller, spec: PullSpec, policy: PullPolicy = PullPolicy()) -> Iterator[list[bytes]]:
+def read_chunks(client: Puller, spec: PullSpec,
+                policy: PullPolicy = PullPolicy()) -> Iterator[list[bytes | WalkedBodies]]:
     """``read_range``'s bodies in lists (a compiled run's, or up to the pipeline's depth of
     pulls'): a thread can hand them over a list at a time."""
     return _RangeReader(client, spec, policy).chunks()

@@ -33,7 +33,7 @@ from rocketmq_spark.sidecar.producers import ProducerKeeper
 from rocketmq_spark.sidecar.pull import PullPolicy, pipeline_depth, read_chunks
 from rocketmq_spark.sidecar.readahead import readahead
 from rocketmq_spark.sidecar.transactions import Transactions, validate_halves
-from rocketmq_spark.structs import HalfMessage, QueueOffsets, SendResult
+from rocketmq_spark.structs import HalfMessage, QueueOffsets, SendResult, WalkedBodies
 
 log = logging.getLogger(__name__)
 
@@ -204,7 +204,7 @@ class SidecarService:
                                  spec.queue.broker_name, spec.restore_retry_topic_of)
         return self._served(spec, columnar.BodyBatcher(window, spec.max_rows_per_batch).batches(bodies))
 
-    def _range(self, client: MQClient, spec: PullSpec) -> Iterator[list[bytes]]:
+    def _range(self, client: MQClient, spec: PullSpec) -> Iterator[list[bytes | WalkedBodies]]:
         """The range's pull bodies in lists (``pull.read_chunks``), over a connection of the
         range's own when the client offers one (client/direct.py)."""
         direct = getattr(client, "direct_puller", None)

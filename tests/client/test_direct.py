@@ -5,6 +5,7 @@ goes back to the pool."""
 
 from __future__ import annotations
 
+import array
 import json
 import struct
 import threading
@@ -21,7 +22,8 @@ from rocketmq_spark.remoting.codes import RequestCode
 from rocketmq_spark.remoting.command import RemotingCommand
 from rocketmq_spark.remoting.message import MessageExt, encode_message
 from rocketmq_spark.remoting.route import MessageQueue
-from rocketmq_spark.structs import PullStatus
+from rocketmq_spark.sidecar.columnar import _record_starts
+from rocketmq_spark.structs import PullStatus, WalkedBodies
 from tests.client.fake_server import FakeConn, FakeServer, answer, cluster_info_for, route_for
 from tests.waiting import WaitTimeout, wait_until
 
@@ -38,9 +40,10 @@ class Broker:
     """Answers pulls (4 messages each) after ``hold`` of them arrived, last first."""
 
     def __init__(self, hold: int = 1, refuse_at: int | None = None, short_at: int | None = None,
-                 escaped_at: int | None = None) -> None:
+                 escaped_at: int | None = None, damaged_at: int | None = None) -> None:
         self.hold, self.refuse_at = hold, refuse_at
         self.short_at, self.escaped_at = short_at, escaped_at      # 2 messages; a key with an escape
+        self.damaged_at = damaged_at          # a body whose last record says it is longer
         self.pulls: list[RemotingCommand] = []
         self.held: list[RemotingCommand] = []
         self.connections: set[int] = set()
@@ -67,6 +70,10 @@ class Broker:
                 conn.send(answer(c, 24, remark="the consumer's group info not exist"))
                 continue
             n = 2 if offset == self.short_at else 4
+            if offset == self.damaged_at:
+                data = body(offset, n)[:-1]
+                conn.send(answer(c, 0, ext=found_ext(offset, n), remark="FOUND", body=data))
+                continue
             if offset != self.escaped_at:
                 found(conn, c, n)
                 continue
@@ -200,6 +207,16 @@ def _run(p, start: int, end: int, *, depth: int = 4, max_rows: int = 1000,  # ty
                         max_rows=max_rows, max_bytes=max_bytes)
 
 
+def _data(bodies: list) -> list[bytes]:
+    """A run's bodies as bytes, each checked to come with where its records really start."""
+    out = []
+    for b in bodies:
+        assert isinstance(b, WalkedBodies)
+        assert list(array.array("i", b.starts)) == _record_starts(b.data) and b.records > 0
+        out.append(b.data)
+    return out
+
+
 def test_the_compiled_pulls_are_built() -> None:
     assert direct._compiled is not None, "pip install . did not build rocketmq_spark/client/_fastpull.c"
 
@@ -213,7 +230,7 @@ def test_a_compiled_run_returns_the_bodies_in_offset_order_and_where_to_go_on() 
             assert _run(p, 32, 34) is None
             broker.hold = 1
             assert p.pull(Q, 32, group="g", max_nums=4, decode=False).next_begin_offset == 36
-    assert bodies == [b"".join(body(o, 4) for o in range(0, 32, 4))]    # one after the other
+    assert _data(bodies) == [b"".join(body(o, 4) for o in range(0, 32, 4))]    # one after the other
     offsets = [int(cmd.ext["queueOffset"]) for cmd in broker.pulls]
     assert offsets == list(range(0, 36, 4)) and len({cmd.opaque for cmd in broker.pulls}) == 9
     assert {cmd.ext["maxMsgNums"] for cmd in broker.pulls} == {"4"} and len(broker.connections) == 1
@@ -232,7 +249,7 @@ def test_a_run_stops_at_the_first_answer_it_does_not_take(case: str, resume: int
             # the answers still due were read: the next pull gets its own answer
             after = p.pull(Q, 24, group="g", max_nums=4, decode=False)
     assert got == resume
-    assert bodies == [b"".join(body(o, 2 if case == "short" and o == 8 else 4) for o in delivered)]
+    assert _data(bodies) == [b"".join(body(o, 2 if case == "short" and o == 8 else 4) for o in delivered)]
     assert after.next_begin_offset == 28
 
 
@@ -273,7 +290,8 @@ def test_a_run_sends_more_pulls_once_half_its_pipeline_is_free() -> None:
             broker.release(4)
             t.join(10)
     assert [int(cmd.ext["queueOffset"]) for cmd in broker.pulls] == list(range(0, 32, 4))
-    assert got == [([b"".join(body(o, 4) for o in range(0, 32, 4))], 32)]
+    assert len(got) == 1 and got[0][1] == 32
+    assert _data(got[0][0]) == [b"".join(body(o, 4) for o in range(0, 32, 4))]
 
 
 def wait_until_or_none(pred, timeout: float):  # type: ignore[no-untyped-def]
@@ -291,7 +309,16 @@ def test_a_run_stops_after_about_max_rows_or_max_bytes(limit: dict, pulls: int) 
         with c.direct_puller(Q) as p:
             bodies, resume = _run(p, 0, 1000, **limit)
     assert resume == 4 * pulls and len(broker.pulls) == pulls
-    assert bodies == [b"".join(body(o, 4) for o in range(0, 4 * pulls, 4))]
+    assert _data(bodies) == [b"".join(body(o, 4) for o in range(0, 4 * pulls, 4))]
+
+
+def test_a_run_with_a_record_that_does_not_fit_hands_its_bytes_back_unwalked() -> None:
+    broker = Broker(damaged_at=8)         # the decoder walks them and reports the size
+    with connected(broker) as c:
+        with c.direct_puller(Q) as p:
+            bodies, resume = _run(p, 0, 16)
+    assert resume == 16
+    assert bodies == [body(0, 4) + body(4, 4) + body(8, 4)[:-1] + body(12, 4)]
 
 
 def test_an_unanswered_run_times_out_and_breaks_the_connection() -> None:

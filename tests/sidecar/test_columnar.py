@@ -3,6 +3,7 @@ undecoded, pipelined range read that feeds it (pure logic: no sockets)."""
 
 from __future__ import annotations
 
+import array
 import threading
 import zlib
 
@@ -22,7 +23,7 @@ from rocketmq_spark.sidecar.columnar import BodyBatcher, Window, decode_body
 from rocketmq_spark.sidecar.model import PullSpec
 from rocketmq_spark.sidecar.pull import PullPolicy, read_range
 from rocketmq_spark.sidecar.readahead import readahead
-from rocketmq_spark.structs import PullResult
+from rocketmq_spark.structs import PullResult, WalkedBodies
 from tests.sidecar.fakes import Q, FakeQueue, rows
 
 GROUP = "g1"
@@ -310,6 +311,41 @@ def test_bodies_decoded_where_they_are_equal_their_joined_decode(messages: list[
     got, got_last = columnar.decode_parts(bodies, window, 3)
     want, want_last = decode_body(b"".join(bodies), window, 3)
     assert same(got, want) and got_last == want_last
+
+
+def walked(body: bytes) -> WalkedBodies:
+    """``body`` with its record starts, as a compiled run of pulls hands them over."""
+    return WalkedBodies(body, array.array("i", columnar._record_starts(body)).tobytes())
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(bodies(), WINDOWS, st.integers(1, 5), st.lists(st.booleans(), min_size=5, max_size=5))
+def test_bodies_with_their_starts_decode_as_bodies_walked_here(messages: list[MessageExt], window: Window,
+                                                               parts: int, noted: list[bool]) -> None:
+    encoded = [encode_message(m) for m in messages]
+    cut = max(1, len(encoded) // parts)
+    bodies = [b"".join(encoded[i:i + cut]) for i in range(0, len(encoded), cut)]
+    mixed = [walked(b) if noted[i % 5] else b for i, b in enumerate(bodies)]
+    got, got_last = columnar.decode_parts(mixed, window, 3)
+    want, want_last = columnar.decode_parts(bodies, window, 3)
+    assert same(got, want) and got_last == want_last
+    batches = list(BodyBatcher(window, max_rows=7).batches(mixed))
+    assert [b.num_rows for b in batches] == [b.num_rows for b in BodyBatcher(window, max_rows=7).batches(bodies)]
+
+
+def test_starts_that_do_not_match_the_records_give_the_joined_bodys_answer() -> None:
+    good = b"".join(encode_message(MessageExt(topic="t", body=b"%d" % i, queue_offset=i)) for i in range(3))
+    first, second = columnar._record_starts(good)[:2]
+    # a record's size must end it where the next start is: else the per-message decoder
+    # takes the joined bytes (the same rows here, as they are whole)
+    skipped = WalkedBodies(good, array.array("i", [first, second]).tobytes())
+    assert columnar.decode_parts([skipped], Window(0, 10))[0].column("queue_offset").to_pylist() == [0, 1, 2]
+    damaged = WalkedBodies(good[:-1], array.array("i", columnar._record_starts(good)).tobytes())
+    with pytest.raises(RemoteProtocolError):
+        columnar.decode_parts([damaged], Window(0, 10))
+    for starts in ([4], [0, 0], [0, len(good)], []):        # not starts of this data at all
+        with pytest.raises(RemoteProtocolError, match="record starts do not fit"):
+            columnar.decode_parts([WalkedBodies(good, array.array("i", starts).tobytes())], Window(0, 10))
 
 
 def test_a_damaged_body_among_parts_fails_as_the_joined_body_does() -> None:
