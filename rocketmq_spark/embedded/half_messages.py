@@ -118,7 +118,7 @@ class HalfMessages:
         if result.status is not GetStatus.FOUND:
             return None, result
         try:
-            return decode_message(result.messages[0])[0], result
+            return decode_message(result.body)[0], result
         except RemoteProtocolError as exc:
             log.error("transactions: unreadable half message at %d: %s", offset, exc)
             return None, replace(result, status=GetStatus.OFFSET_FOUND_NULL)
@@ -128,7 +128,7 @@ class HalfMessages:
         result = self.store.get(TRANS_OP_HALF_TOPIC, queue_id, offset, count)
         if result.status is not GetStatus.FOUND:
             return [], result
-        return decode_messages(b"".join(result.messages)), result
+        return decode_messages(result.body), result
 
     def put_back(self, half: MessageExt, extra: dict[str, str] | None = None) -> Stored:
         """``renewHalfMessageInner`` + put: a copy of ``half`` (as now in memory, check count

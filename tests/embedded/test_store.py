@@ -13,7 +13,7 @@ from rocketmq_spark.embedded.store import MessageStore
 from rocketmq_spark.embedded.store.commitlog import BadRecord, parse_record
 from rocketmq_spark.embedded.store.consumequeue import ENTRY, FILE_NAME
 from rocketmq_spark.remoting.codes import RequestCode
-from rocketmq_spark.remoting.message import HostPort, MessageExt, encode_message
+from rocketmq_spark.remoting.message import HostPort, MessageExt, decode_messages, encode_message
 from tests.embedded.wire import Wire, heartbeat, max_offset, messages, pull, req, send_msg
 
 
@@ -100,6 +100,32 @@ def test_segments_roll_and_recover(tmp_path: Path) -> None:
         assert all(s <= 4096 for s in sizes)
     with EmbeddedCluster(tmp_path, segment_size=4096) as c, Wire(c.broker_addrs["broker-a"]) as w:
         assert bodies(w, "T", 0) == [f"{i:03d}".encode() * 30 for i in range(100)]
+
+
+def test_pulls_over_stretches_and_interleaved_queues_return_each_queues_records_in_order(tmp_path: Path) -> None:
+    # queue 0's records lie in one stretch of the commit log for a while, then alternate
+    # with queue 1's, then cross segment ends: every pull answers the queue's own records
+    with EmbeddedCluster(tmp_path, topics={"T": 2}, segment_size=8192) as c, Wire(c.broker_addrs["broker-a"]) as w:
+        sent: dict[int, list[bytes]] = {0: [], 1: []}
+        plan = [0] * 40 + [0, 1] * 30 + [1, 1, 0] * 20
+        for n, qid in enumerate(plan):
+            body = b"%d-%03d" % (qid, n) * (1 + n % 7)
+            send_msg(w, "T", body, queue_id=qid)
+            sent[qid].append(body)
+        for qid in (0, 1):
+            got = []
+            while True:
+                answer = pull(w, "reader", "T", qid, len(got))
+                ms = messages(answer)
+                if not ms:
+                    break
+                assert [m.queue_offset for m in ms] == list(range(len(got), len(got) + len(ms)))
+                assert int(answer.ext["nextBeginOffset"]) == len(got) + len(ms) and len(ms) <= 32
+                got += [m.body for m in ms]
+            assert got == sent[qid]
+        store = c.brokers["broker-a"].store
+        whole = store.get("T", 0, 0, 32)          # queue 0's first 32: one stretch
+        assert whole.count == 32 and decode_messages(whole.body)[31].body == sent[0][31]
 
 
 def test_record_validation(tmp_path: Path) -> None:

@@ -187,7 +187,7 @@ def test_op_queue_names_each_resolved_half_offset(session: TxnSession) -> None:
     store = session.broker.store
     result = store.get(TRANS_OP_HALF_TOPIC, 0, 0, 32)
     assert result.status is GetStatus.FOUND
-    ops = decode_messages(b"".join(result.messages))
+    ops = decode_messages(result.body)
     assert [m.body for m in ops] == [b"0", b"1", b"2", b"4", b"1", b"0", b"13"]
     for m in ops:
         assert (m.tags, m.properties["WAIT"], m.sys_flag, m.queue_id) == ("d", "true", 0, 0)

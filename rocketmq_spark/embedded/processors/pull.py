@@ -84,13 +84,13 @@ def execute_pull(broker: BrokerContext, call: Call, h: PullMessageRequestHeader,
     accept = codes.__contains__ if codes else None
     started = time.monotonic()
     result = broker.store.get(h.topic, h.queue_id, h.queue_offset, h.max_msg_nums, accept)
-    broker.stats.on_pull(bool(result.messages), (time.monotonic() - started) * 1000)
+    broker.stats.on_pull(result.count > 0, (time.monotonic() - started) * 1000)
     code = STATUS_CODES[result.status](h.queue_offset)
     ext = {"suggestWhichBrokerId": "0", "nextBeginOffset": str(result.next_begin_offset),
            "maxOffset": str(result.max_offset), "minOffset": str(result.min_offset)}
-    response: RemotingCommand | None = call.answer(code, result.status.value, ext, b"".join(result.messages))
-    if result.messages:
-        broker.stats.on_get(h.consumer_group, h.topic, len(result.messages))
+    response: RemotingCommand | None = call.answer(code, result.status.value, ext, result.body)
+    if result.count:
+        broker.stats.on_get(h.consumer_group, h.topic, result.count)
     if code == ResponseCode.PULL_NOT_FOUND and allow_suspend and h.sys_flag & PullSysFlag.SUSPEND:
         def again() -> None:
             try:

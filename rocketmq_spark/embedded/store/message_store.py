@@ -77,7 +77,8 @@ class GetResult:
     next_begin_offset: int
     min_offset: int
     max_offset: int
-    messages: tuple[bytes, ...] = ()
+    body: bytes = field(default=b"", repr=False)   # the found records, one after the other
+    count: int = 0                                  # how many records ``body`` holds
 
 
 @dataclass(frozen=True)
@@ -318,20 +319,27 @@ class MessageStore:
         if offset > hi:
             return GetResult(GetStatus.OFFSET_OVERFLOW_BADLY, hi, lo, hi)
         if accept is None:                 # no filter: the next entries, up to the limits
-            picked = list(range(offset, min(hi, offset + min(max_nums, self.max_transfer_count))))
-            if sum(cq.sizes[offset:offset + len(picked)]) > MAX_TRANSFER_BYTES:
+            last = min(hi, offset + min(max_nums, self.max_transfer_count))
+            total = sum(cq.sizes[offset:last])
+            if total <= MAX_TRANSFER_BYTES and cq.phys[last - 1] + cq.sizes[last - 1] - cq.phys[offset] == total:
+                # one stretch of the commit log (records never overlap): one read, as is
+                body = self.commitlog.read(cq.phys[offset], total)
+                if body is not None:
+                    return GetResult(GetStatus.FOUND, last, lo, hi, body, last - offset)
+            picked = list(range(offset, last))
+            if total > MAX_TRANSFER_BYTES:
                 picked = self._within_bytes(cq, picked)
             i = picked[-1] + 1
         else:
             picked, i = self._scan(cq, offset, hi, max_nums, self.max_transfer_count, accept)
         if not picked:
             return GetResult(GetStatus.NO_MATCHED_MESSAGE, i, lo, hi)
-        found = self._read_runs(cq, picked)
-        if len(found) < len(picked):       # a record is gone (retention): stop before it
-            i = picked[len(found)]
-            if not found:
+        pieces, count = self._read_runs(cq, picked)
+        if count < len(picked):            # a record is gone (retention): stop before it
+            i = picked[count]
+            if not count:
                 return GetResult(GetStatus.MESSAGE_WAS_REMOVING, i, lo, hi)
-        return GetResult(GetStatus.FOUND, i, lo, hi, tuple(found))
+        return GetResult(GetStatus.FOUND, i, lo, hi, b"".join(pieces), count)
 
     @staticmethod
     def _within_bytes(cq: ConsumeQueue, picked: list[int]) -> list[int]:
@@ -363,11 +371,12 @@ class MessageStore:
             i += 1
         return picked, i
 
-    def _read_runs(self, cq: ConsumeQueue, picked: list[int]) -> list[bytes]:
-        """The records at queue positions ``picked``, read with one call per run of records
-        that follow each other in the commit log; stops at the first one not readable."""
-        found: list[bytes] = []
-        j = 0
+    def _read_runs(self, cq: ConsumeQueue, picked: list[int]) -> tuple[list[bytes], int]:
+        """The records at queue positions ``picked``, in pieces (one per run of records
+        that follow each other in the commit log, read with one call), and how many they
+        hold; stops at the first one not readable."""
+        pieces: list[bytes] = []
+        count = j = 0
         while j < len(picked):
             start = end = cq.phys[picked[j]]
             k = j
@@ -379,16 +388,14 @@ class MessageStore:
                 for n in picked[j:k]:
                     data = self.commitlog.read(cq.phys[n], cq.sizes[n])
                     if data is None:
-                        return found
-                    found.append(data)
+                        return pieces, count
+                    pieces.append(data)
+                    count += 1
             else:
-                pos = 0
-                for n in picked[j:k]:
-                    size = cq.sizes[n]
-                    found.append(run[pos:pos + size])
-                    pos += size
+                pieces.append(run)
+                count += k - j
             j = k
-        return found
+        return pieces, count
 
     # ------------------------------------------------------------ retention
 
