@@ -64,6 +64,15 @@ def produce_fast(mq: "MQClient", queues: "list[MessageQueue]", n: int, size: int
     return t.seconds
 
 
+def stored_properties(mq: "MQClient", queue: "MessageQueue") -> dict[str, str]:
+    """The properties of the first message stored in ``queue`` besides its UNIQ_KEY: what
+    the ceiling source's rows carry to be shaped like the ones read from that broker."""
+    res = mq.pull(queue, 0, group="bench-shape", max_nums=1)
+    if not res.messages:
+        raise RuntimeError(f"no message stored in {queue}")
+    return {k: v for k, v in res.messages[0].properties.items() if k != "UNIQ_KEY"}
+
+
 class Timer:
     def __enter__(self) -> "Timer":
         self.start = time.perf_counter()

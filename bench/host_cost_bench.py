@@ -16,13 +16,16 @@ their own CPU time, each sampled every 0.1 s from a thread on CPU 1 (so a proces
 mid-run is charged to the run it ran in); CPU 0's busy time from /proc/stat, which counts in
 clock ticks, is printed beside it as a cross-check.
 Prints rows/s, microseconds of host CPU per message, and the two ratios of the goal:
-CPU per message ours / ceiling (goal <= 1.3) and throughput ours / ceiling (goal >= 0.8).
+CPU per message ours / ceiling (goal <= 1.3) and throughput ours / ceiling (goal >= 0.8),
+for the best runs and for each pair of runs (a rocketmq run and the ceiling run after it),
+with their median: the machine's speed drifts between runs, and the pairs show by how much.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import sys
 import tempfile
 import uuid
@@ -30,7 +33,8 @@ from pathlib import Path
 from typing import Any
 
 from ceiling_source import ceiling_df
-from common import BrokerProcess, Timer, cpu_spent, local_spark, produce_fast, table  # also puts the project root on sys.path
+from common import (BrokerProcess, Timer, cpu_spent, local_spark, produce_fast,  # also puts the project root on sys.path
+                    stored_properties, table)
 
 from rocketmq_spark.client import ClientConfig, MQClient
 
@@ -92,6 +96,7 @@ def main(argv: list[str] | None = None) -> int:
             mq.create_topic(t, queues=args.queues)
         produce_fast(mq, sorted(mq.publish_queues(topics["warm"], refresh=True)), 20_000, args.size)
         produce_fast(mq, sorted(mq.publish_queues(topics["main"], refresh=True)), n, args.size)
+        shape = stored_properties(mq, sorted(mq.publish_queues(topics["main"]))[0])
         mq.close()
         os.sched_setaffinity(0, {HOST_CPU})         # Spark, its workers and the sidecar: CPU 0
         spark = spark_session()
@@ -103,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
                     .load())
 
         run(ours(topics["warm"]), str(root / "ck-warm-ours"))
-        run(ceiling_df(spark, 20_000, body_size=args.size, topic=topics["warm"]),
+        run(ceiling_df(spark, 20_000, body_size=args.size, topic=topics["warm"], properties=shape),
             str(root / "ck-warm-ceiling"))
         results: dict[str, list[tuple[float, float, int]]] = {"rocketmq": [], "ceiling": []}
         splits: dict[str, list[dict[str, float]]] = {"rocketmq": [], "ceiling": []}
@@ -112,7 +117,8 @@ def main(argv: list[str] | None = None) -> int:
                 results["rocketmq"].append(run(ours(topics["main"]), str(root / f"ck-ours-{i}"), "rocketmq"))
             splits["rocketmq"].append(dict(spent))
             with cpu_spent(str(sidecar_dir), sampler_cpu=BROKER_CPU) as spent:
-                results["ceiling"].append(run(ceiling_df(spark, n, body_size=args.size, topic=topics["main"]),
+                results["ceiling"].append(run(ceiling_df(spark, n, body_size=args.size, topic=topics["main"],
+                                                         properties=shape),
                                               str(root / f"ck-ceiling-{i}")))
             splits["ceiling"].append(dict(spent))
         spark.stop()
@@ -137,6 +143,14 @@ def main(argv: list[str] | None = None) -> int:
     wall = best["rocketmq"][0]
     print(f"broker (CPU 1, not the host's): {cpu_busy_broker['rocketmq']:.1f} s busy in the "
           f"{wall:.1f} s of the best rocketmq run")
+    pairs = []        # each run's rocketmq against the ceiling run right after it: the spread
+    for i in range(args.runs):
+        o_cpu = sum(sec for role, sec in splits["rocketmq"][i].items() if role != "broker")
+        c_cpu = sum(sec for role, sec in splits["ceiling"][i].items() if role != "broker")
+        pairs.append((o_cpu / c_cpu, results["ceiling"][i][0] / results["rocketmq"][i][0]))
+    print("each run, CPU ratio / throughput ratio: "
+          + ", ".join(f"{c:.2f} / {t:.2f}" for c, t in pairs)
+          + f" (median {statistics.median(c for c, _ in pairs):.2f} / {statistics.median(t for _, t in pairs):.2f})")
     (ow, oc, _), (cw, cc, _) = best["rocketmq"], best["ceiling"]
     print(f"\nCPU per message ours / ceiling: {host['rocketmq'] / host['ceiling']:.2f} (goal <= 1.3; "
           f"by CPU 0's busy time in /proc/stat: {oc / cc:.2f})")

@@ -37,7 +37,8 @@ import uuid
 from typing import Any
 
 from ceiling_source import ceiling_df
-from common import Timer, broker_process, cpu_spent, local_spark, produce_fast, table  # also puts the project root on sys.path
+from common import (Timer, broker_process, cpu_spent, local_spark, produce_fast,  # also puts the project root on sys.path
+                    stored_properties, table)
 
 from rocketmq_spark.client import ClientConfig, MQClient
 from rocketmq_spark.remoting.route import MessageQueue
@@ -201,10 +202,11 @@ def main(argv: list[str] | None = None) -> int:
                 rocketmq_df(spark, addr, topics["main"], consumeMode="concurrent", minPartitions=2,
                             **opts), f"{work}/src-concurrent")
             results["rate-micro-batch"] = run_noop(rate_df(spark, n), f"{work}/rate")
-            run_noop(ceiling_df(spark, 2_000, body_size=args.size), f"{work}/warm-ceiling")
+            shape = stored_properties(mq, queues["main"][0])
+            run_noop(ceiling_df(spark, 2_000, body_size=args.size, properties=shape), f"{work}/warm-ceiling")
             with cpu_spent(sidecar_dir) as cpu_ceiling:
-                results["Python source, prebuilt Arrow"] = run_noop(ceiling_df(spark, n, body_size=args.size),
-                                                                    f"{work}/ceiling")
+                results["Python source, prebuilt Arrow"] = run_noop(
+                    ceiling_df(spark, n, body_size=args.size, properties=shape), f"{work}/ceiling")
             cpp_seconds = cpp_pull_all(addr, topics["main"], n)
             results["C++ pull consumer"] = (cpp_seconds, n, cpp_seconds)
             lat = latency(spark, mq, addr, topics["lat"], queues["lat"], args.rate, args.seconds,
