@@ -169,13 +169,15 @@ class SidecarClient:
 
     def _shm_batches(self, cluster: Cluster | str, spec: PullSpec) -> Iterator[pa.RecordBatch]:
         stream = self._stub.Pull(cv.pull_request_to_pb(Cluster.of(cluster), spec))
+        files = shm.FileReader()          # hands each file back once its batches are gone
         try:
             for chunk in stream:
-                yield from shm.read_batches(chunk.shm_path)
+                yield from files.take(chunk.shm_path)
         except grpc.RpcError as err:
             raise self._error(err) from None
         finally:
             stream.cancel()
+            files.close()
 
     def commit_offsets(self, cluster: Cluster | str, consumer_group: str,
                        offsets: Mapping[MessageQueue, int]) -> None:

@@ -190,9 +190,13 @@ class SidecarServer:
                     return "idle"
                 tick = min(max(left, 0.01), 1.0)
             else:
-                tick = 3600.0
+                tick = 1.0
             if stop.wait(tick):
                 return "stopped"
+            try:
+                self.service.trim_batch_files()     # its pool of files does not outlive the reads
+            except OSError as exc:
+                log.debug("trimming the batch files kept for reuse failed: %s", exc)
 
 
 def serve(address: str, idle_timeout: float = 0.0, *, service: SidecarService | None = None,

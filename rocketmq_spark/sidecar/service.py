@@ -103,8 +103,9 @@ class SidecarService:
         return c
 
     def close(self) -> None:
-        """Unlock what the keeper holds (others need not wait for the locks to expire) and
-        close the clients."""
+        """Unlock what the keeper holds (others need not wait for the locks to expire),
+        close the clients and remove the batch files kept for reuse."""
+        shm.drop_free(shm.shm_dir(self.runtime_dir))
         self.locks.close()
         self.producers.close()
         for key, queues in self.locks.release_all().items():
@@ -189,6 +190,10 @@ class SidecarService:
             self._last_sweep = time.monotonic()
             shm.sweep(directory)
         return shm.batch_files(self._batches(cluster, spec), directory, reader_alive=reader_alive)
+
+    def trim_batch_files(self) -> None:
+        """Remove the shared-memory files kept for reuse that are past the pool or unused."""
+        shm.trim(shm.shm_dir(self.runtime_dir))
 
     def _batches(self, cluster: Cluster, spec: PullSpec) -> Iterator[pa.RecordBatch]:
         """The range's rows as record batches, produced pull by pull."""

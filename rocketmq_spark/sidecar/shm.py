@@ -3,24 +3,36 @@
 How this works. For a Pull with ``shared_memory``, the sidecar writes a few record batches
 (``BATCHES_PER_FILE``) as one Arrow IPC stream into a file of its own in shared memory
 (``/dev/shm`` when the host has it, else the sidecar's private directory), created with mode
-0600, and sends only the file's path. The reader maps the file (``pa.memory_map``: no copy),
-unlinks it at once (the mapping lives on until its batches are dropped) and reads the batches
-straight out of the mapping. Bytes then cross no socket and are copied once, by the sidecar's
-writer.
+0600, and sends only the file's path. The reader maps the file (no copy) and reads the
+batches straight out of the mapping. Bytes then cross no socket and are copied once, by the
+sidecar's writer.
+
+Files are reused. A file's name says which kind it is: ``<PREFIX>r-<token>.arrow`` is
+written and waiting for its reader, who takes it by renaming it ``.taken`` and, once every
+batch it read from it is gone (its mapping closes: no buffer holds it), hands it back by
+renaming it ``.free``. The sidecar writes its next batches into a ``.free`` file over the
+old bytes (an IPC stream ends at its end-of-stream marker), so the file's pages are not
+cleared, charged and freed again for every file: that cost more than the copy itself. A
+file whose batches are still held when the reader ends is unlinked instead (its mapping
+lives on until they are dropped). At most ``POOL_MAX`` files wait for reuse, none much
+longer than ``FREE_SECONDS`` (the sidecar trims the pool when it claims a file and once a
+second while it runs), and none once the sidecar has closed. A file without ``r-`` in its
+name (from a sidecar that does not reuse files) is unlinked by the reader once mapped.
 
 Flow control. gRPC's window bounds the paths in flight, not the files they name, so the
-writer counts its own: at most ``FILES_AHEAD`` files the reader has not yet taken (unlinked)
-exist at once, and the writer waits for the reader before making another. A slow reader
-thus holds the sidecar's reading back instead of letting files pile up in RAM. A file the
-reader never took (it went away mid-stream) is unlinked by the sidecar when the stream
-ends, and any left after a crash is swept after ``STALE_SECONDS``.
+writer counts its own: at most ``FILES_AHEAD`` files the reader has not yet taken exist at
+once, and the writer waits for the reader before making another. A slow reader thus holds
+the sidecar's reading back instead of letting files pile up in RAM. A file the reader never
+took (it went away mid-stream) is unlinked by the sidecar when the stream ends, and any left
+after a crash is swept after ``STALE_SECONDS``.
 """
 
 from __future__ import annotations
 
 import logging
+import mmap
 import os
-import tempfile
+import secrets
 import time
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
@@ -30,11 +42,16 @@ import pyarrow as pa
 log = logging.getLogger(__name__)
 
 PREFIX = "rmq-spark-batch-"
+REUSED = PREFIX + "r-"   # files the reader hands back for reuse
 BATCHES_PER_FILE = 4     # fewer files and messages per batch; the reader gets them a little later
 FILES_AHEAD = 4          # files written but not yet taken by the reader, at most
 _WAIT_FIRST = 0.0005     # waiting for the reader: first pause, doubled up to _WAIT_MOST
 _WAIT_MOST = 0.01
-SUFFIX = ".arrow"
+SUFFIX = ".arrow"         # written, for the reader to take
+TAKEN = ".taken"          # mapped by the reader
+FREE = ".free"            # handed back: the sidecar writes into it again
+POOL_MAX = 8              # free files kept for reuse in a directory, at most
+FREE_SECONDS = 30.0       # a free file not reused for this long is removed
 STALE_SECONDS = 600.0
 _SHM = Path("/dev/shm")
 
@@ -47,17 +64,58 @@ def shm_dir(fallback: Path) -> Path:
 
 
 def write_batches(batches: list[pa.RecordBatch], directory: Path) -> str:
-    """One file holding ``batches`` (at least one, of one schema) as an Arrow IPC stream."""
-    fd, path = tempfile.mkstemp(prefix=PREFIX, suffix=SUFFIX, dir=directory)
-    os.close(fd)
+    """One file holding ``batches`` (at least one, of one schema) as an Arrow IPC stream:
+    a free file written over when there is one, else a new one."""
+    path = _claim(directory)
     try:
-        with pa.OSFile(path, "wb") as sink, pa.ipc.new_stream(sink, batches[0].schema) as writer:
-            for batch in batches:
-                writer.write_batch(batch)
+        with open(path, "r+b", buffering=0) as f:
+            sink = pa.PythonFile(f, mode="w")
+            with pa.ipc.new_stream(sink, batches[0].schema) as writer:
+                for batch in batches:
+                    writer.write_batch(batch)
     except BaseException:
         _unlink(path)
         raise
     return path
+
+
+def _claim(directory: Path) -> str:
+    """A file for the next batches: the newest free one (renamed for this use), else a new
+    one (mode 0600)."""
+    for candidate in _free_files(directory):
+        path = str(directory / f"{REUSED}{secrets.token_hex(8)}{SUFFIX}")
+        try:
+            os.rename(candidate, path)       # atomic: another writer cannot claim it too
+        except FileNotFoundError:
+            continue
+        return path
+    path = str(directory / f"{REUSED}{secrets.token_hex(8)}{SUFFIX}")
+    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    return path
+
+
+def _free_files(directory: Path) -> list[str]:
+    """This user's free files, newest first; those past POOL_MAX or older than FREE_SECONDS
+    are removed instead."""
+    free: list[tuple[float, str]] = []
+    uid, limit = os.getuid(), time.time() - FREE_SECONDS
+    with os.scandir(directory) as entries:
+        for e in entries:
+            if e.name.startswith(REUSED) and e.name.endswith(FREE):
+                try:
+                    st = e.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                if st.st_uid == uid:
+                    free.append((st.st_ctime, e.path))     # ctime: when it was handed back
+    free.sort(reverse=True)
+    kept = []
+    for n, (handed_back, path) in enumerate(free):
+        if n < POOL_MAX and handed_back >= limit:
+            kept.append(path)
+        else:
+            _unlink(path)
+    return kept
 
 
 def batch_files(batches: Iterable[pa.RecordBatch], directory: Path, *,
@@ -107,22 +165,95 @@ def _groups(batches: Iterable[pa.RecordBatch], size: int) -> Iterator[list[pa.Re
 
 
 def read_batches(path: str) -> list[pa.RecordBatch]:
-    """The batches of a file ``write_batches`` made, zero-copy; the file is unlinked."""
-    if not Path(path).name.startswith(PREFIX):
-        raise ValueError(f"not a batch file of the sidecar: {path!r}")
+    """The batches of a file ``write_batches`` made, zero-copy; the file is unlinked (the
+    mapping lives until the batches are dropped). ``FileReader`` hands files back instead."""
+    _check(path)
     source = pa.memory_map(path, "r")
     _unlink(path)
     return list(pa.ipc.open_stream(source))
 
 
+def _check(path: str) -> str:
+    name = Path(path).name
+    if not name.startswith(PREFIX) or not name.endswith(SUFFIX):
+        raise ValueError(f"not a batch file of the sidecar: {path!r}")
+    return name
+
+
+class FileReader:
+    """The reader's side of one stream of batch files: ``take`` maps a file and returns its
+    batches (zero-copy); once none of a file's batches is held any more, the file goes back
+    to the sidecar for reuse (checked at every ``take`` and at ``close``). One thread."""
+
+    def __init__(self) -> None:
+        self._held: list[tuple[mmap.mmap, str]] = []      # mapped files, with their .taken path
+
+    def take(self, path: str) -> list[pa.RecordBatch]:
+        name = _check(path)
+        self.release()
+        if not name.startswith(REUSED):
+            return read_batches(path)
+        taken = path[:-len(SUFFIX)] + TAKEN
+        os.rename(path, taken)                # taken: the writer may make another
+        with open(taken, "rb") as f:
+            mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        self._held.append((mapped, taken))
+        return list(pa.ipc.open_stream(pa.py_buffer(mapped)))
+
+    def release(self) -> None:
+        """Hands back every file none of whose batches is held any more."""
+        held = []
+        for mapped, taken in self._held:
+            try:
+                mapped.close()                # refused while a buffer still points into it
+            except BufferError:
+                held.append((mapped, taken))
+                continue
+            try:
+                os.rename(taken, taken[:-len(TAKEN)] + FREE)
+            except FileNotFoundError:         # swept meanwhile
+                pass
+        self._held = held
+
+    def close(self) -> None:
+        """Hands back what can be; files still in use are unlinked (their mappings stay
+        until their batches are dropped)."""
+        self.release()
+        for _, taken in self._held:
+            _unlink(taken)
+        self._held = []
+
+
 def sweep(directory: Path, now: float | None = None) -> int:
-    """Remove this user's batch files older than STALE_SECONDS (a reader that crashed)."""
+    """Remove this user's batch files (written, taken or free) older than STALE_SECONDS: a
+    reader or a sidecar that crashed."""
     limit = (time.time() if now is None else now) - STALE_SECONDS
     removed = 0
-    for p in directory.glob(f"{PREFIX}*{SUFFIX}"):
+    for p in directory.glob(f"{PREFIX}*"):
+        if p.suffix not in (SUFFIX, TAKEN, FREE):
+            continue
         try:
             st = p.stat()
             if st.st_uid == os.getuid() and st.st_mtime < limit:
+                p.unlink()
+                removed += 1
+        except OSError:
+            continue
+    return removed
+
+
+def trim(directory: Path) -> None:
+    """Remove the free files past POOL_MAX or unused for FREE_SECONDS (an idle sidecar
+    calls it now and then, so its pool does not outlive the reads that made it)."""
+    _free_files(directory)
+
+
+def drop_free(directory: Path) -> int:
+    """Remove this user's free files (a sidecar going away does not keep them)."""
+    removed = 0
+    for p in directory.glob(f"{REUSED}*{FREE}"):
+        try:
+            if p.stat().st_uid == os.getuid():
                 p.unlink()
                 removed += 1
         except OSError:

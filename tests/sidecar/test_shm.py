@@ -85,3 +85,85 @@ def test_sweep_removes_only_stale_batch_files(tmp_path: Path) -> None:
     os.utime(other, (1000.0, 1000.0))
     assert shm.sweep(tmp_path, now=1000.0 + shm.STALE_SECONDS + 1) == 1
     assert not old.exists() and new.exists() and other.exists()
+
+
+# ---------------------------------------------------------------- files handed back for reuse
+
+def names(directory: Path) -> list[str]:
+    """The kinds (suffixes) of the batch files in ``directory``."""
+    return sorted(p.suffix for p in directory.glob(f"{shm.PREFIX}*"))
+
+
+def test_a_file_handed_back_is_written_over_and_gives_only_its_new_batches(tmp_path: Path) -> None:
+    reader = shm.FileReader()
+    first = shm.write_batches(batches(8, rows=100), tmp_path)
+    inode = os.stat(first).st_ino
+    assert [b.num_rows for b in reader.take(first)] == [100] * 8   # dropped at once
+    reader.release()
+    assert names(tmp_path) == [".free"]
+    second = shm.write_batches(batches(2), tmp_path)               # smaller, over the old bytes
+    assert os.stat(second).st_ino == inode and second != first
+    assert oct(os.stat(second).st_mode & 0o777) == "0o600"
+    got = reader.take(second)
+    assert [b.column(0).to_pylist() for b in got] == [[0, 1, 2], [3, 4, 5]]
+    del got
+    reader.close()
+    assert names(tmp_path) == [".free"]
+
+
+def test_a_file_whose_batches_are_still_held_is_not_written_over(tmp_path: Path) -> None:
+    reader = shm.FileReader()
+    held = reader.take(shm.write_batches(batches(2), tmp_path))[1]
+    reader.take(shm.write_batches(batches(1), tmp_path))           # checks the first: still held
+    assert names(tmp_path) == [".taken", ".taken"]
+    third = shm.write_batches(batches(3), tmp_path)                # no free file: a new one
+    assert names(tmp_path) == [".arrow", ".taken", ".taken"]
+    reader.take(third)
+    reader.close()                    # the held one is unlinked; its mapping stays readable
+    assert names(tmp_path) == [".free", ".free"]
+    assert held.column(0).to_pylist() == [3, 4, 5]
+
+
+def test_free_files_past_the_pool_or_unused_too_long_are_removed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    reader = shm.FileReader()
+    paths = [shm.write_batches(batches(1), tmp_path) for _ in range(shm.POOL_MAX + 2)]
+    for p in paths:
+        reader.take(p)
+    reader.close()
+    assert names(tmp_path) == [".free"] * (shm.POOL_MAX + 2)
+    shm.write_batches(batches(1), tmp_path)
+    assert names(tmp_path) == [".arrow"] + [".free"] * (shm.POOL_MAX - 1)
+    monkeypatch.setattr(shm, "FREE_SECONDS", -1.0)
+    shm.write_batches(batches(1), tmp_path)                         # all too old: a new file
+    assert names(tmp_path) == [".arrow", ".arrow"]
+
+
+def test_a_file_from_a_sidecar_that_does_not_reuse_files_is_unlinked(tmp_path: Path) -> None:
+    plain = tmp_path / f"{shm.PREFIX}old{shm.SUFFIX}"
+    os.rename(shm.write_batches(batches(2), tmp_path), plain)
+    reader = shm.FileReader()
+    assert len(reader.take(str(plain))) == 2
+    reader.close()
+    assert names(tmp_path) == []
+    with pytest.raises(ValueError, match="not a batch file"):
+        reader.take(str(tmp_path / "secrets.arrow"))
+
+
+def test_sweep_and_a_closing_sidecar_remove_taken_and_free_files(tmp_path: Path) -> None:
+    reader = shm.FileReader()
+    kept = reader.take(shm.write_batches(batches(1), tmp_path))
+    reader.take(shm.write_batches(batches(1), tmp_path))
+    reader.take(shm.write_batches(batches(1), tmp_path))
+    assert names(tmp_path) == [".free", ".taken", ".taken"]
+    for p in tmp_path.iterdir():
+        os.utime(p, (1000.0, 1000.0))
+    assert shm.sweep(tmp_path, now=1000.0 + shm.STALE_SECONDS + 1) == 3
+    del kept
+    reader.close()                    # what it held is gone already: nothing to hand back
+    assert names(tmp_path) == []
+    paths = [shm.write_batches(batches(1), tmp_path) for _ in range(2)]
+    for p in paths:
+        reader.take(p)
+    reader.close()
+    assert shm.drop_free(tmp_path) == 2 and names(tmp_path) == []

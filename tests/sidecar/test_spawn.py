@@ -289,9 +289,11 @@ def test_a_sidecar_waits_for_its_first_call_longer_than_its_idle_timeout() -> No
         def wait(self, _: float) -> bool:
             return False
 
-    server = SimpleNamespace(activity=Activity(clock))
+    trims: list[float] = []           # the pool of batch files is trimmed at every tick
+    server = SimpleNamespace(activity=Activity(clock),
+                             service=SimpleNamespace(trim_batch_files=lambda: trims.append(now[0])))
     assert SidecarServer.wait_idle(server, 0.5, NoWait()) == "idle"  # type: ignore[arg-type]
-    assert now[0] >= FIRST_CALL_WAIT
+    assert now[0] >= FIRST_CALL_WAIT and len(trims) >= FIRST_CALL_WAIT
     server.activity.begin()
     server.activity.end()
     called_at = now[0]
