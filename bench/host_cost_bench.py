@@ -51,6 +51,11 @@ def cpu_busy(cpu: int) -> float:
     raise RuntimeError(f"no cpu{cpu} in /proc/stat")
 
 
+def host_seconds(split: dict[str, float]) -> float:
+    """A run's host CPU: every role's seconds but the broker's."""
+    return sum(sec for role, sec in split.items() if role != "broker")
+
+
 def spark_session() -> Any:
     return local_spark("rocketmq-host-cost")
 
@@ -95,8 +100,9 @@ def main(argv: list[str] | None = None) -> int:
         for t in topics.values():
             mq.create_topic(t, queues=args.queues)
         produce_fast(mq, sorted(mq.publish_queues(topics["warm"], refresh=True)), 20_000, args.size)
-        produce_fast(mq, sorted(mq.publish_queues(topics["main"], refresh=True)), n, args.size)
-        shape = stored_properties(mq, sorted(mq.publish_queues(topics["main"]))[0])
+        main_queues = sorted(mq.publish_queues(topics["main"], refresh=True))
+        produce_fast(mq, main_queues, n, args.size)
+        shape = stored_properties(mq, main_queues[0])
         mq.close()
         os.sched_setaffinity(0, {HOST_CPU})         # Spark, its workers and the sidecar: CPU 0
         spark = spark_session()
@@ -130,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
         if got != n:
             raise RuntimeError(f"{k} read {got} rows, not {n}")
         split = splits[k][results[k].index(best[k])]
-        host[k] = sum(sec for role, sec in split.items() if role != "broker")
+        host[k] = host_seconds(split)
         rows.append({"source": k, "rows": got, "wall s": wall, "rows/s": got / wall,
                      "host CPU s": host[k], "us CPU/msg": host[k] / got * 1e6,
                      "CPU 0 busy us/msg": cpu / got * 1e6})
@@ -145,9 +151,8 @@ def main(argv: list[str] | None = None) -> int:
           f"{wall:.1f} s of the best rocketmq run")
     pairs = []        # each run's rocketmq against the ceiling run right after it: the spread
     for i in range(args.runs):
-        o_cpu = sum(sec for role, sec in splits["rocketmq"][i].items() if role != "broker")
-        c_cpu = sum(sec for role, sec in splits["ceiling"][i].items() if role != "broker")
-        pairs.append((o_cpu / c_cpu, results["ceiling"][i][0] / results["rocketmq"][i][0]))
+        pairs.append((host_seconds(splits["rocketmq"][i]) / host_seconds(splits["ceiling"][i]),
+                      results["ceiling"][i][0] / results["rocketmq"][i][0]))
     print("each run, CPU ratio / throughput ratio: "
           + ", ".join(f"{c:.2f} / {t:.2f}" for c, t in pairs)
           + f" (median {statistics.median(c for c, _ in pairs):.2f} / {statistics.median(t for _, t in pairs):.2f})")
