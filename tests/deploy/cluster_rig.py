@@ -17,9 +17,13 @@ internally; bench/chaos.py's driver pins ``local[2,4]``, so it cannot go to a cl
 from __future__ import annotations
 
 import argparse
+import fcntl
+import os
 import re
+import struct
 import subprocess
 import sys
+import termios
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -130,6 +134,28 @@ def running_tasks(executor_dir: Path) -> set[int]:
     log = executor_dir / "stderr"
     text = log.read_text(errors="replace") if log.exists() else ""
     return {int(t) for t in _RUNNING.findall(text)} - {int(t) for t in _ENDED.findall(text)}
+
+
+def unread_output(pid: int) -> int:
+    """Bytes process ``pid`` wrote to its stdout and stderr pipes that their reader has not
+    taken yet (0 for a descriptor that is not a pipe, or a process gone). A worker copies an
+    executor's output into its ``stdout`` / ``stderr`` files from such pipes, so a line the
+    executor wrote can be missing from its file for a while; the count is read with FIONREAD
+    on a second read end opened through /proc, which takes nothing out of the pipe."""
+    unread = 0
+    for fd in (1, 2):
+        path = f"/proc/{pid}/fd/{fd}"
+        try:
+            if not os.readlink(path).startswith("pipe:"):
+                continue
+            r = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        except OSError:
+            continue
+        try:
+            unread += struct.unpack("i", fcntl.ioctl(r, termios.FIONREAD, b"\0" * 4))[0]
+        finally:
+            os.close(r)
+    return unread
 
 
 def served_since(sidecar_dir: Path, mark: int) -> list[sidecars.Served]:

@@ -38,7 +38,7 @@ from bench.common import batch_end_offsets, committed_batches
 from tests.deploy import sidecars
 from tests.deploy.checks import assert_invariants, assert_queue_order, wait
 from tests.deploy.cluster_rig import (ClusterRig, app_dirs, executor_dirs, executor_pid, running_tasks,
-                                      served_since)
+                                      served_since, unread_output)
 from tests.deploy.standalone import SparkStandalone
 from tests.spark_session import stop_sidecar
 
@@ -99,6 +99,7 @@ def _kill_mid_task(rig: ClusterRig, pid: int, executor: Path, timeout: float = 9
                  and rig.mid_batch() and running_tasks(executor), deadline - time.monotonic(),
                  f"a task of a micro-batch after the first {WARM_BATCHES} running on the executor")
         os.kill(pid, signal.SIGSTOP)
+        _wait_output_logged(pid, executor, deadline)
         # the driver is not frozen: the batch id is read after the tasks are known
         # unfinished, so it is the batch they belong to
         if running_tasks(executor) and rig.mid_batch():
@@ -106,6 +107,22 @@ def _kill_mid_task(rig: ClusterRig, pid: int, executor: Path, timeout: float = 9
             os.kill(pid, signal.SIGKILL)
             return batch
         os.kill(pid, signal.SIGCONT)
+
+def _wait_output_logged(pid: int, executor: Path, deadline: float) -> None:
+    """Wait until all the frozen executor ``pid`` wrote is in its log file: its output pipes
+    are empty and the file stopped growing. The worker copies the output from a pipe, so a
+    task's "Finished task" line (logged before the result is sent) can still be in the pipe
+    when the executor stops, its result already on the way to the driver."""
+    log = executor / "stderr"
+    last = [-1]
+
+    def logged() -> bool:
+        size = log.stat().st_size if log.exists() else 0
+        settled, last[0] = size == last[0], size
+        return unread_output(pid) == 0 and settled
+
+    wait(logged, max(deadline - time.monotonic(), 1.0), "the frozen executor's output in its log")
+
 
 def _last_planned(checkpoint: Path) -> int:
     d = checkpoint / "offsets"
