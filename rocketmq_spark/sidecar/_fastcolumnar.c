@@ -90,10 +90,12 @@ static void col_free(Column *c) {
     c->valid = NULL;
 }
 
-/* 0, -1 out of memory, -2 past int32 offsets (the caller falls back) */
-static int col_put(Column *c, Py_ssize_t row, const void *src, Py_ssize_t n) {
+/* Room in `c` for row `row`'s `n` bytes: the offsets and data grown (doubled) as needed.
+   0, -1 out of memory. Rarely taken, so kept out of col_put's inlined path. */
+static __attribute__((noinline)) int col_grow(Column *c, Py_ssize_t row, Py_ssize_t n) {
     if (row + 2 > c->off_cap) {
         Py_ssize_t cap = c->off_cap * 2;
+        while (cap < row + 2) cap *= 2;
         if (resize(&c->off_obj, sizeof(int32_t) * cap) < 0) { PyErr_Clear(); return -1; }
         c->offsets = (int32_t *)PyBytes_AS_STRING(c->off_obj);
         c->off_cap = cap;
@@ -105,9 +107,16 @@ static int col_put(Column *c, Py_ssize_t row, const void *src, Py_ssize_t n) {
         c->data = PyBytes_AS_STRING(c->data_obj);
         c->cap = cap;
     }
+    return 0;
+}
+
+/* 0, -1 out of memory, -2 past int32 offsets (the caller falls back) */
+static inline int col_put(Column *c, Py_ssize_t row, const void *src, Py_ssize_t n) {
+    if (__builtin_expect(row + 2 > c->off_cap || c->len + n > c->cap, 0) && col_grow(c, row, n) < 0)
+        return -1;
     memcpy(c->data + c->len, src, n);
     c->len += n;
-    if (c->len > INT32_MAX) return -2;
+    if (__builtin_expect(c->len > INT32_MAX, 0)) return -2;
     c->offsets[row + 1] = (int32_t)c->len;
     if (c->valid) c->valid[row] = 1;
     return 0;
@@ -152,22 +161,27 @@ typedef struct { const uint8_t *name, *value; int name_len, value_len; } Prop;
    a name before the first \1 and a value after it, both non-empty. -1: too many or a
    repeated name (the caller falls back). */
 static int split_props(const uint8_t *p, int len, Prop *out) {
-    int count = 0, start = 0;
-    for (int i = 0; i <= len; i++) {
-        if (i < len && p[i] != 2) continue;
-        const uint8_t *piece = p + start;
-        int plen = i - start;
-        start = i + 1;
-        const uint8_t *mark = memchr(piece, 1, plen);
-        if (!mark) continue;
-        int name_len = (int)(mark - piece), value_len = plen - name_len - 1;
-        if (name_len <= 0 || value_len <= 0) continue;
-        for (int k = 0; k < count; k++)
-            if (out[k].name_len == name_len && memcmp(out[k].name, piece, name_len) == 0) return -1;
-        if (count == MAX_PROPS) return -1;
-        out[count].name = piece; out[count].name_len = name_len;
-        out[count].value = mark + 1; out[count].value_len = value_len;
-        count++;
+    int count = 0;
+    const uint8_t *end = p + len;
+    /* pieces between \2 separators, the last one up to the end (memchr: a byte loop over
+       the text was half of a record's decoding) */
+    for (const uint8_t *piece = p; piece <= end;) {
+        const uint8_t *stop = memchr(piece, 2, end - piece);
+        if (!stop) stop = end;
+        const uint8_t *mark = memchr(piece, 1, stop - piece);
+        const uint8_t *next = stop + 1;
+        if (mark) {
+            int name_len = (int)(mark - piece), value_len = (int)(stop - mark - 1);
+            if (name_len > 0 && value_len > 0) {
+                for (int k = 0; k < count; k++)
+                    if (out[k].name_len == name_len && memcmp(out[k].name, piece, name_len) == 0) return -1;
+                if (count == MAX_PROPS) return -1;
+                out[count].name = piece; out[count].name_len = name_len;
+                out[count].value = mark + 1; out[count].value_len = value_len;
+                count++;
+            }
+        }
+        piece = next;
     }
     return count;
 }

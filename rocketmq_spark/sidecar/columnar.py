@@ -258,6 +258,15 @@ def _var(kind: pa.DataType, rows: int, parts: tuple[bytes, bytes, bytes | None])
                                  null_count=-1 if valid is not None else 0)
 
 
+def _repeated(text: str, rows: int) -> pa.Array:
+    """A string column of ``rows`` times ``text`` (the broker's name), built from its two
+    buffers: a compute ``take`` of one value cost 25 ns a row."""
+    raw = text.encode()
+    offsets = np.arange(0, (rows + 1) * len(raw), len(raw), dtype=np.int32) if raw else np.zeros(rows + 1, np.int32)
+    return pa.Array.from_buffers(pa.string(), rows, [None, pa.py_buffer(offsets), pa.py_buffer(raw * rows)],
+                                 null_count=0)
+
+
 def _checked(arr: pa.Array) -> pa.Array:
     """``arr`` (a string array the decoder built) once its text is known to be UTF-8: plain
     ASCII, the usual case, is checked with one vectorised pass; anything else by Arrow."""
@@ -297,7 +306,7 @@ def _compiled_batch(out: tuple | None, window: Window) -> tuple[pa.RecordBatch, 
     tag_col = _var(string, n, tags)
     columns = [
         topics,
-        pa.array([window.broker], string).take(pa.array(np.zeros(n, np.int32))),
+        _repeated(window.broker, n),
         pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(qid)]),
         pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(qoff)]),
         _var(string, n, msg_id),
@@ -354,7 +363,7 @@ def _decode_fast(data: bytes, starts_list: list[int],
     n = len(starts)
     columns = [
         topic,
-        pa.array([window.broker], pa.string()).take(pa.array(np.zeros(n, np.int32))),
+        _repeated(window.broker, n),
         pa.array(_field(head, _QUEUE_ID, ">i4")),
         pa.array(offsets),
         pc.coalesce(pc.map_lookup(properties, options=_LOOKUP[PROP_UNIQ_KEY]), offset_ids),
