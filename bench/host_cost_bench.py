@@ -2,7 +2,7 @@
 prebuilt-Arrow Python source of the same schema (the ceiling of any Python source).
 
     python bench/host_cost_bench.py [--messages N] [--size BYTES] [--queues Q] [--runs R]
-                                    [--pull-batch-size N]
+                                    [--pull-batch-size N] [--warm N]
 
 The broker runs in a subprocess pinned to CPU 1 (as a remote broker would: its CPU is not
 the Spark host's); this process pins itself to CPU 0 before Spark starts, so Spark's JVM,
@@ -10,15 +10,19 @@ its Python workers and the sidecar they start all run on CPU 0. N messages of SI
 (default 1,000,000 of 100 B, 4 queues, 32 messages a pull: Apache's default cap) are read
 with Trigger.AvailableNow into ``noop`` by the rocketmq source, and the same number of rows
 by ``ceiling_source.py`` (its rows shaped like ours: SIZE-byte bodies, the same topic);
-each is run R times (best kept) after a small warm-up. Host CPU is the sum over the host's
-processes (Spark's JVM, its Python workers and source runner, the driver, the sidecar) of
-their own CPU time, each sampled every 0.1 s from a thread on CPU 1 (so a process that ends
-mid-run is charged to the run it ran in); CPU 0's busy time from /proc/stat, which counts in
-clock ticks, is printed beside it as a cross-check.
+each is run R times (best kept) after a warm-up of --warm rows each (200,000: Spark's JVM
+compiles its per-batch code as it goes, so a short warm-up left the first measured run
+slower). The two run back to back in pairs, which one goes first alternating from pair to
+pair, so neither side always meets the JVM less warm or the machine in other minutes.
+Host CPU is the sum over the host's processes (Spark's JVM, its Python workers and source
+runner, the driver, the sidecar) of their own CPU time, each sampled every 0.1 s from a
+thread on CPU 1 (so a process that ends mid-run is charged to the run it ran in); CPU 0's
+busy time from /proc/stat, which counts in clock ticks, is printed beside it as a
+cross-check.
 Prints rows/s, microseconds of host CPU per message, and the two ratios of the goal:
 CPU per message ours / ceiling (goal <= 1.3) and throughput ours / ceiling (goal >= 0.8),
-for the best runs and for each pair of runs (a rocketmq run and the ceiling run after it),
-with their median: the machine's speed drifts between runs, and the pairs show by how much.
+for the best runs and for each pair of runs, with their median: the machine's speed
+drifts between runs, and the pairs show by how much.
 """
 
 from __future__ import annotations
@@ -84,6 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--queues", type=int, default=4)
     p.add_argument("--runs", type=int, default=2)
     p.add_argument("--pull-batch-size", type=int, default=32)
+    p.add_argument("--warm", type=int, default=200_000, help="rows each side reads before the measured runs")
     args = p.parse_args(argv)
     if len(os.sched_getaffinity(0)) < 2:
         raise SystemExit("needs two CPUs: one for the broker, one for the Spark host")
@@ -99,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
         topics = {k: f"hc_{k}_{uuid.uuid4().hex[:6]}" for k in ("warm", "main")}
         for t in topics.values():
             mq.create_topic(t, queues=args.queues)
-        produce_fast(mq, sorted(mq.publish_queues(topics["warm"], refresh=True)), 20_000, args.size)
+        produce_fast(mq, sorted(mq.publish_queues(topics["warm"], refresh=True)), args.warm, args.size)
         main_queues = sorted(mq.publish_queues(topics["main"], refresh=True))
         produce_fast(mq, main_queues, n, args.size)
         shape = stored_properties(mq, main_queues[0])
@@ -114,19 +119,20 @@ def main(argv: list[str] | None = None) -> int:
                     .load())
 
         run(ours(topics["warm"]), str(root / "ck-warm-ours"))
-        run(ceiling_df(spark, 20_000, body_size=args.size, topic=topics["warm"], properties=shape),
+        run(ceiling_df(spark, args.warm, body_size=args.size, topic=topics["warm"], properties=shape),
             str(root / "ck-warm-ceiling"))
         results: dict[str, list[tuple[float, float, int]]] = {"rocketmq": [], "ceiling": []}
         splits: dict[str, list[dict[str, float]]] = {"rocketmq": [], "ceiling": []}
+        measured = {
+            "rocketmq": lambda i: run(ours(topics["main"]), str(root / f"ck-ours-{i}"), "rocketmq"),
+            "ceiling": lambda i: run(ceiling_df(spark, n, body_size=args.size, topic=topics["main"],
+                                                properties=shape), str(root / f"ck-ceiling-{i}")),
+        }
         for i in range(args.runs):
-            with cpu_spent(str(sidecar_dir), sampler_cpu=BROKER_CPU) as spent:
-                results["rocketmq"].append(run(ours(topics["main"]), str(root / f"ck-ours-{i}"), "rocketmq"))
-            splits["rocketmq"].append(dict(spent))
-            with cpu_spent(str(sidecar_dir), sampler_cpu=BROKER_CPU) as spent:
-                results["ceiling"].append(run(ceiling_df(spark, n, body_size=args.size, topic=topics["main"],
-                                                         properties=shape),
-                                              str(root / f"ck-ceiling-{i}")))
-            splits["ceiling"].append(dict(spent))
+            for k in (("rocketmq", "ceiling") if i % 2 == 0 else ("ceiling", "rocketmq")):
+                with cpu_spent(str(sidecar_dir), sampler_cpu=BROKER_CPU) as spent:
+                    results[k].append(measured[k](i))
+                splits[k].append(dict(spent))
         spark.stop()
     finally:
         broker.stop()
@@ -149,13 +155,14 @@ def main(argv: list[str] | None = None) -> int:
     wall = best["rocketmq"][0]
     print(f"broker (CPU 1, not the host's): {cpu_busy_broker['rocketmq']:.1f} s busy in the "
           f"{wall:.1f} s of the best rocketmq run")
-    pairs = []        # each run's rocketmq against the ceiling run right after it: the spread
+    pairs = []        # each pair's rocketmq run against its ceiling run: the spread
     for i in range(args.runs):
-        pairs.append((host_seconds(splits["rocketmq"][i]) / host_seconds(splits["ceiling"][i]),
-                      results["ceiling"][i][0] / results["rocketmq"][i][0]))
-    print("each run, CPU ratio / throughput ratio: "
-          + ", ".join(f"{c:.2f} / {t:.2f}" for c, t in pairs)
-          + f" (median {statistics.median(c for c, _ in pairs):.2f} / {statistics.median(t for _, t in pairs):.2f})")
+        ours_cpu, ceiling_cpu = host_seconds(splits["rocketmq"][i]), host_seconds(splits["ceiling"][i])
+        pairs.append((ours_cpu / ceiling_cpu, results["ceiling"][i][0] / results["rocketmq"][i][0],
+                      ours_cpu / n * 1e6, ceiling_cpu / n * 1e6))
+    print("each pair, CPU ratio / throughput ratio (us CPU a message, ours / ceiling): "
+          + ", ".join(f"{c:.2f} / {t:.2f} ({o:.1f} / {e:.1f})" for c, t, o, e in pairs)
+          + f"; median {statistics.median(p[0] for p in pairs):.2f} / {statistics.median(p[1] for p in pairs):.2f}")
     (ow, oc, _), (cw, cc, _) = best["rocketmq"], best["ceiling"]
     print(f"\nCPU per message ours / ceiling: {host['rocketmq'] / host['ceiling']:.2f} (goal <= 1.3; "
           f"by CPU 0's busy time in /proc/stat: {oc / cc:.2f})")
