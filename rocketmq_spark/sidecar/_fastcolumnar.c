@@ -165,11 +165,10 @@ static int split_props(const uint8_t *p, int len, Prop *out) {
     const uint8_t *end = p + len;
     /* pieces between \2 separators, the last one up to the end (memchr: a byte loop over
        the text was half of a record's decoding) */
-    for (const uint8_t *piece = p; piece <= end;) {
+    for (const uint8_t *piece = p;; ) {
         const uint8_t *stop = memchr(piece, 2, end - piece);
         if (!stop) stop = end;
         const uint8_t *mark = memchr(piece, 1, stop - piece);
-        const uint8_t *next = stop + 1;
         if (mark) {
             int name_len = (int)(mark - piece), value_len = (int)(stop - mark - 1);
             if (name_len > 0 && value_len > 0) {
@@ -181,7 +180,8 @@ static int split_props(const uint8_t *p, int len, Prop *out) {
                 count++;
             }
         }
-        piece = next;
+        if (stop == end) break;
+        piece = stop + 1;
     }
     return count;
 }
