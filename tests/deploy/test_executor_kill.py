@@ -108,6 +108,7 @@ def _kill_mid_task(rig: ClusterRig, pid: int, executor: Path, timeout: float = 9
             return batch
         os.kill(pid, signal.SIGCONT)
 
+
 def _wait_output_logged(pid: int, executor: Path, deadline: float) -> None:
     """Wait until all the frozen executor ``pid`` wrote is in its log file: its output pipes
     are empty and the file stopped growing. The worker copies the output from a pipe, so a
