@@ -44,6 +44,7 @@ log = logging.getLogger(__name__)
 PREFIX = "rmq-spark-batch-"
 REUSED = PREFIX + "r-"   # files the reader hands back for reuse
 BATCHES_PER_FILE = 4     # fewer files and messages per batch; the reader gets them a little later
+FIRST_FILE_BATCHES = 1   # a range's first file: its task starts on rows a batch in, not four
 FILES_AHEAD = 4          # files written but not yet taken by the reader, at most
 _WAIT_FIRST = 0.0005     # waiting for the reader: first pause, doubled up to _WAIT_MOST
 _WAIT_MOST = 0.01
@@ -119,11 +120,13 @@ def _free_files(directory: Path) -> list[str]:
 
 
 def batch_files(batches: Iterable[pa.RecordBatch], directory: Path, *,
-                per_file: int = BATCHES_PER_FILE, ahead: int = FILES_AHEAD,
+                per_file: int = BATCHES_PER_FILE, first: int = FIRST_FILE_BATCHES,
+                ahead: int = FILES_AHEAD,
                 reader_alive: Callable[[], bool] = lambda: True,
                 sleep: Callable[[float], None] = time.sleep) -> Iterator[str]:
-    """Paths of files of up to ``per_file`` batches each, at most ``ahead`` of them untaken
-    at a time. Stops early (no error) once ``reader_alive()`` is false; files it made but the
+    """Paths of files of up to ``per_file`` batches each (the first of up to ``first``: a
+    task waits for its first rows until that file is written), at most ``ahead`` of them
+    untaken at a time. Stops early (no error) once ``reader_alive()`` is false; files it made but the
     reader did not take are removed when the generator ends, however it ends."""
     untaken: list[str] = []
 
@@ -140,7 +143,7 @@ def batch_files(batches: Iterable[pa.RecordBatch], directory: Path, *,
 
     finished = False
     try:
-        for group in _groups(batches, per_file):
+        for group in _groups(batches, per_file, first):
             if not room():
                 return
             untaken.append(write_batches(group, directory))
@@ -152,14 +155,15 @@ def batch_files(batches: Iterable[pa.RecordBatch], directory: Path, *,
                 _unlink(path)
 
 
-def _groups(batches: Iterable[pa.RecordBatch], size: int) -> Iterator[list[pa.RecordBatch]]:
-    """``batches`` in lists of ``size``, the last one shorter when they do not divide."""
+def _groups(batches: Iterable[pa.RecordBatch], size: int, first: int) -> Iterator[list[pa.RecordBatch]]:
+    """``batches`` in lists of ``size`` after a first list of ``first``, the last one shorter
+    when they do not divide."""
     group: list[pa.RecordBatch] = []
     for batch in batches:
         group.append(batch)
-        if len(group) == size:
+        if len(group) == first:
             yield group
-            group = []
+            group, first = [], size
     if group:
         yield group
 

@@ -30,11 +30,17 @@ def test_a_file_holds_several_batches_and_is_gone_once_read(tmp_path: Path) -> N
 
 def test_batches_are_grouped_per_file_and_the_rest_goes_last(tmp_path: Path) -> None:
     rows = []
-    for path in shm.batch_files(batches(10), tmp_path, per_file=4):
+    for path in shm.batch_files(batches(10), tmp_path, per_file=4, first=4):
         got = shm.read_batches(path)      # the reader takes each file as it comes
         rows.append(sum(b.num_rows for b in got))
     assert rows == [12, 12, 6]
     assert files_in(tmp_path) == []
+
+
+def test_the_first_file_holds_fewer_batches_so_the_reader_starts_sooner(tmp_path: Path) -> None:
+    got = [shm.read_batches(path) for path in shm.batch_files(batches(10), tmp_path, per_file=4)]
+    assert [len(g) for g in got] == [1, 4, 4, 1]          # FIRST_FILE_BATCHES, then per_file
+    assert [b.column(0)[0].as_py() for g in got for b in g] == list(range(0, 30, 3))
 
 
 def test_a_reader_that_takes_nothing_holds_the_writer_back(tmp_path: Path) -> None:
