@@ -126,8 +126,8 @@ def batch_files(batches: Iterable[pa.RecordBatch], directory: Path, *,
                 sleep: Callable[[float], None] = time.sleep) -> Iterator[str]:
     """Paths of files of up to ``per_file`` batches each (the first of up to ``first``: a
     task waits for its first rows until that file is written), at most ``ahead`` of them
-    untaken at a time. Stops early (no error) once ``reader_alive()`` is false; files it made but the
-    reader did not take are removed when the generator ends, however it ends."""
+    untaken at a time. Stops early (no error) once ``reader_alive()`` is false; files it
+    made but the reader did not take are removed when the generator ends, however it ends."""
     untaken: list[str] = []
 
     def room() -> bool:

@@ -220,8 +220,8 @@ def _pending_halves(rig: Rig) -> dict[str, int]:
     pending = {}
     for name, broker in rig.cluster.brokers.items():
         half = broker.half_messages
-        pending[name] = sum(broker.store.max_offset(TRANS_HALF_TOPIC, q) - half.consume_offset(TRANS_HALF_TOPIC, q)
-                            for q in half.half_queue_ids())
+        pending[name] = sum(broker.store.max_offset(TRANS_HALF_TOPIC, q)
+                            - half.consume_offset(TRANS_HALF_TOPIC, q) for q in half.half_queue_ids())
     return pending
 
 
