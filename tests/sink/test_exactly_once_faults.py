@@ -206,7 +206,7 @@ def test_restarted_only_after_the_brokers_gave_up_checking_back(rig: Rig) -> Non
         return sum(len(v) for v in rig.output(sink).values())
 
     at_kill = committed()
-    wait_until(lambda: not any(_pending_halves(rig).values()), 90,
+    wait_until(lambda: _pending_halves(rig) == 0, 90,
                f"the brokers to give up or resolve every half message ({60 - at_kill} of the batch's "
                f"were uncommitted at the kill)")
     assert given_up() > 0 and committed() < 60, (given_up(), committed())
@@ -214,15 +214,11 @@ def test_restarted_only_after_the_brokers_gave_up_checking_back(rig: Rig) -> Non
     rig.check_exactly_once(sink)
 
 
-def _pending_halves(rig: Rig) -> dict[str, int]:
-    """Each broker's half messages its check service has not passed yet: neither committed,
+def _pending_halves(rig: Rig) -> int:
+    """Half messages the brokers' check services have not passed yet: neither committed,
     rolled back nor given up (a check puts a copy back at the end of the half queue)."""
-    pending = {}
-    for name, broker in rig.cluster.brokers.items():
-        half = broker.half_messages
-        pending[name] = sum(broker.store.max_offset(TRANS_HALF_TOPIC, q)
-                            - half.consume_offset(TRANS_HALF_TOPIC, q) for q in half.half_queue_ids())
-    return pending
+    return sum(b.store.max_offset(TRANS_HALF_TOPIC, q) - b.half_messages.consume_offset(TRANS_HALF_TOPIC, q)
+               for b in rig.cluster.brokers.values() for q in b.half_messages.half_queue_ids())
 
 
 def _routed(rig: Rig, topic: str) -> bool:
