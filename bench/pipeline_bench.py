@@ -24,12 +24,11 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
-import time
 import uuid
 from pathlib import Path
 
 from common import BrokerProcess, produce_fast, table  # also puts the project root on sys.path
+from sidecar_bench import run
 
 from rocketmq_spark.client import ClientConfig, MQClient
 from rocketmq_spark.sidecar.model import Cluster, PullSpec
@@ -43,26 +42,6 @@ def process_cpu(pid: int) -> float:
     """CPU seconds of process ``pid`` (user + system), from /proc."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def read_all(service: SidecarService, cluster: Cluster, ranges: list[PullSpec], threads: int) -> None:
-    """Every range as shared-memory files, ``threads`` ranges at a time."""
-    todo, lock = list(ranges), threading.Lock()
-
-    def work() -> None:
-        while True:
-            with lock:
-                if not todo:
-                    return
-                spec = todo.pop(0)
-            for path in service.pull_files(cluster, spec):
-                os.unlink(path)
-
-    workers = [threading.Thread(target=work) for _ in range(threads)]
-    for w in workers:
-        w.start()
-    for w in workers:
-        w.join()
 
 
 def main() -> int:
@@ -99,10 +78,15 @@ def main() -> int:
         for _ in range(args.rounds):
             for depth in depths:
                 service = SidecarService(pull_policy=PullPolicy(pipeline_depth=depth))
-                b0, c0, t0 = process_cpu(broker.pid), time.process_time(), time.perf_counter()
-                read_all(service, cluster, ranges, threads=2)
-                wall = time.perf_counter() - t0
-                rounds[depth].append((wall, process_cpu(broker.pid) - b0, time.process_time() - c0))
+
+                def files(spec: PullSpec, service: SidecarService = service) -> int:
+                    for path in service.pull_files(cluster, spec):
+                        os.unlink(path)           # as the reader takes it
+                    return spec.end - spec.start
+
+                b0 = process_cpu(broker.pid)
+                wall, reader_s, _ = run(ranges, 2, files)
+                rounds[depth].append((wall, process_cpu(broker.pid) - b0, reader_s))
                 service.close()
     finally:
         if competitor is not None:
