@@ -76,6 +76,10 @@ class SidecarService:
         # Queues each owner locked without keep_renewed, so "unlock all" finds them too.
         self._locked_once: dict[LockKey, set[MessageQueue]] = {}
         self._locks_mutex = threading.Lock()
+        # Lock and unlock calls of one owner run one at a time, in the order they reach the
+        # service: an unlock waits for a lock call already under way (a reader's renewal
+        # that was in flight when it stopped) instead of being overtaken by its hold().
+        self._owner_mutexes: dict[LockKey, threading.Lock] = {}
         # Pull ranges read to their end, and their rows (observability: logs, tests).
         self.pulls_served = 0
         self.rows_served = 0
@@ -149,33 +153,39 @@ class SidecarService:
                     queues: frozenset[MessageQueue]) -> frozenset[MessageQueue]:
         return frozenset(self.client(cluster).lock_batch(group, owner, queues))
 
+    def _owner_mutex(self, key: LockKey) -> threading.Lock:
+        with self._locks_mutex:
+            return self._owner_mutexes.setdefault(key, threading.Lock())
+
     def lock(self, cluster: Cluster, group: str, owner: str, queues: Sequence[MessageQueue],
              keep_renewed: bool = True) -> frozenset[MessageQueue]:
         key = LockKey(cluster, _require(group, "consumer_group"), _require(owner, "owner_id"))
-        granted = self._lock_batch(cluster, group, owner, frozenset(queues))
-        if keep_renewed:
-            self.locks.hold(key, queues, granted)
-        else:
-            with self._locks_mutex:
-                self._locked_once.setdefault(key, set()).update(granted)
-        return granted
+        with self._owner_mutex(key):
+            granted = self._lock_batch(cluster, group, owner, frozenset(queues))
+            if keep_renewed:
+                self.locks.hold(key, queues, granted)
+            else:
+                with self._locks_mutex:
+                    self._locked_once.setdefault(key, set()).update(granted)
+            return granted
 
     def unlock(self, cluster: Cluster, group: str, owner: str,
                queues: Sequence[MessageQueue] = ()) -> None:
         key = LockKey(cluster, _require(group, "consumer_group"), _require(owner, "owner_id"))
-        with self._locks_mutex:
-            once = self._locked_once.get(key, set())
-            if queues:
-                targets = set(queues)
-                self.locks.release(key, targets)
-                once -= targets
-            else:
-                targets = set(self.locks.release(key)) | once
-                once.clear()
-            if not once:
-                self._locked_once.pop(key, None)
-        if targets:
-            self.client(cluster).unlock_batch(group, owner, sorted(targets))
+        with self._owner_mutex(key):
+            released = self.locks.release(key, frozenset(queues) if queues else None)
+            with self._locks_mutex:
+                once = self._locked_once.get(key, set())
+                if queues:
+                    targets = set(queues)
+                    once -= targets
+                else:
+                    targets = set(released) | once
+                    once.clear()
+                if not once:
+                    self._locked_once.pop(key, None)
+            if targets:
+                self.client(cluster).unlock_batch(group, owner, sorted(targets))
 
     def pull(self, cluster: Cluster, spec: PullSpec) -> Iterator[bytes]:
         """The range as one Arrow IPC stream, in chunks, produced pull by pull."""

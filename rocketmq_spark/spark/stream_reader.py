@@ -257,6 +257,10 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def stop(self) -> None:
         self._lease_stop.set()
+        lease = self._lease_thread
+        if lease is not None and lease is not threading.current_thread():
+            # a renewal under way is answered first, so the unlock below is the last word
+            lease.join(UNLOCK_TIMEOUT)
         if self.opts.uses_locks and self._granted is not None:
             self._granted = None
             o, cluster = self.opts, self.offset_reader.cluster

@@ -94,3 +94,46 @@ def test_lease_must_outlast_the_renew_interval() -> None:
 
     with pytest.raises(ValueError, match="lease"):
         LockKeeper(Recorder(), interval=20.0, lease=10.0)
+
+
+class SlowLockBroker:
+    """A client whose LOCK_BATCH_MQ answers only once ``answer`` is set; records the order
+    in which the broker saw locks and unlocks."""
+
+    def __init__(self) -> None:
+        self.answer, self.asked = threading.Event(), threading.Event()
+        self.seen: list[tuple[str, frozenset]] = []
+
+    def lock_batch(self, group, owner, queues):
+        self.asked.set()
+        assert self.answer.wait(10)
+        self.seen.append(("lock", frozenset(queues)))
+        return list(queues)
+
+    def unlock_batch(self, group, owner, queues):
+        self.seen.append(("unlock", frozenset(queues)))
+
+
+def test_an_unlock_waits_for_the_same_owners_lock_under_way() -> None:
+    """A reader's renewal in flight when it stops must not register after its unlock (the
+    keeper would then re-lock the queues until the lease ran out)."""
+    from rocketmq_spark.sidecar.service import SidecarService
+
+    broker = SlowLockBroker()
+    service = SidecarService(client_factory=lambda c: broker)
+    renewal = threading.Thread(target=service.lock, args=(C, "g", "o", Q[:2]))
+    renewal.start()
+    try:
+        assert broker.asked.wait(10)
+        unlock = threading.Thread(target=service.unlock, args=(C, "g", "o"))
+        unlock.start()
+        unlock.join(0.2)
+        assert unlock.is_alive(), "the unlock did not wait for the lock under way"
+        broker.answer.set()
+        renewal.join(10)
+        unlock.join(10)
+        assert broker.seen == [("lock", frozenset(Q[:2])), ("unlock", frozenset(Q[:2]))]
+        assert service.locks.held(LockKey(C, "g", "o")) == frozenset()
+    finally:
+        broker.answer.set()
+        service.locks.close()

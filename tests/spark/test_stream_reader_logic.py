@@ -131,6 +131,40 @@ def test_queue_locked_by_another_client_does_not_advance():
     assert b.unlocked == [("g", r.opts.lock_owner)]
 
 
+def test_stop_unlocks_after_a_lease_renewal_under_way(monkeypatch):
+    """The unlock is the last word: a renewal the lease thread has in flight is answered
+    before it, so the sidecar does not register the locks again after the unlock."""
+    import threading
+
+    from rocketmq_spark.spark import stream_reader
+
+    monkeypatch.setattr(stream_reader, "LEASE_RENEW_SECONDS", 0.01)
+
+    class SlowRenewal(Broker):
+        in_flight, answer = threading.Event(), threading.Event()
+
+        def lock(self, cluster, group, owner, queues, keep_renewed=True):
+            if self.calls.count("lock") >= 1:          # the lease thread's renewals
+                self.in_flight.set()
+                assert self.answer.wait(10)
+            got = super().lock(cluster, group, owner, queues, keep_renewed)
+            self.unlocked.append("renewed" if self.in_flight.is_set() else "locked")
+            return got
+
+    b = SlowRenewal(maxs={q(0): 10})
+    r = reader(b, startingOffsets="earliest")
+    r.latestOffset(r.initialOffset(), ReadAllAvailable())
+    assert b.in_flight.wait(10)
+    stopping = threading.Thread(target=r.stop)
+    stopping.start()
+    stopping.join(0.2)
+    assert stopping.is_alive() and ("g", r.opts.lock_owner) not in b.unlocked
+    b.answer.set()
+    stopping.join(10)
+    assert b.unlocked[-1] == ("g", r.opts.lock_owner)
+    assert b.unlocked[:-1] == ["locked", "renewed"]
+
+
 def test_concurrent_mode_takes_no_locks_and_reads_the_retry_topic():
     retry = MessageQueue("%RETRY%g", "broker-a", 0)
     b = Broker(maxs={q(0): 10, q(1): 20, retry: 3}, held_by_other={q(1)})

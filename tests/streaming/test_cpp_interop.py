@@ -101,6 +101,21 @@ def test_cpp_orderly_producer_read_exactly_once_byte_for_byte_in_queue_order(
         q: rocketmq.admin.max_offset(q) for q in queues}
 
 
+def lock_holders(rocketmq, group: str, queues) -> dict | str:  # type: ignore[no-untyped-def]
+    """Which client holds each queue's lock on the embedded brokers (a failure's context)."""
+    if rocketmq.embedded is None:
+        return "unknown (external cluster)"
+    brokers = rocketmq.embedded.brokers
+    return {f"{q.broker_name}/{q.queue_id}": brokers[q.broker_name].locks.holder(group, q)
+            for q in queues}
+
+
+def query_owner(topic: str, group: str) -> str:
+    from rocketmq_spark.spark.options import derived_lock_owner
+
+    return derived_lock_owner(group, (topic,), "*")
+
+
 def test_cpp_orderly_push_consumer_waits_while_the_query_holds_the_queues(
         spark, rocketmq, cpp_home, tmp_path):
     from tests.cppclient import CppPushConsumer
@@ -165,7 +180,12 @@ def test_cpp_orderly_push_consumer_waits_while_the_query_holds_the_queues(
         # stop() unlocked: the C++ consumer takes the queues and consumes the rest
         rest = produce("after", 8)
         # the C++ client re-asks for its locks on its own schedule (rebalance every 20 s)
-        got = cpp.wait_for(len(rest), timeout=120, predicate=lambda m: m.body in rest)
+        try:
+            got = cpp.wait_for(len(rest), timeout=120, predicate=lambda m: m.body in rest)
+        except TimeoutError as exc:
+            raise AssertionError(f"{exc}; the queues' lock holders now: "
+                                 f"{lock_holders(rocketmq, group, queues)} (the query's owner "
+                                 f"was {query_owner(topic, group)!r})") from exc
         got = cpp.messages
     finally:
         cpp.shutdown()
