@@ -21,23 +21,30 @@ LATENCY_SAMPLES = 10_000
 
 
 class RateWindow:
-    """Events per second over the last ``window`` seconds."""
+    """Events per second over the last ``window`` seconds, counted in one-second buckets:
+    memory stays at ``window`` buckets however many events arrive (a pull each, thousands
+    a second)."""
 
     def __init__(self, window: float = 60.0) -> None:
         self.window = window
-        self._events: deque[tuple[float, int]] = deque()
+        self._buckets: deque[list[int]] = deque()      # [second, events], oldest first
 
     def add(self, n: int, now: float) -> None:
-        self._events.append((now, n))
+        second = int(now)
+        if self._buckets and self._buckets[-1][0] == second:
+            self._buckets[-1][1] += n
+            return
+        self._buckets.append([second, n])
         self._trim(now)
 
     def _trim(self, now: float) -> None:
-        while self._events and self._events[0][0] < now - self.window:
-            self._events.popleft()
+        # a bucket goes once all of its second is older than the window
+        while self._buckets and self._buckets[0][0] + 1 <= now - self.window:
+            self._buckets.popleft()
 
     def rate(self, now: float) -> float:
         self._trim(now)
-        return sum(n for _, n in self._events) / self.window
+        return sum(n for _, n in self._buckets) / self.window
 
 
 class BrokerStats:

@@ -87,3 +87,16 @@ def test_oneway_requests_get_no_answer(wire: Wire) -> None:
     q = wire.request(req(RequestCode.QUERY_CONSUMER_OFFSET, {"consumerGroup": "ow", "topic": "T", "queueId": 0}))
     assert q.ext == {"offset": "7"}
     assert not wire._answers
+
+
+def test_rate_window_counts_the_last_minute_in_bounded_memory() -> None:
+    from rocketmq_spark.embedded.stats import RateWindow
+
+    w = RateWindow(window=60.0)
+    for i in range(120_000):                 # 2,000 events a second for 60 s
+        w.add(1, 1000.0 + i / 2000)
+    assert w.rate(1060.0) == 2000.0
+    assert len(w._buckets) <= 61             # one bucket a second, not one an event
+    w.add(30, 1075.5)                        # 15 s later: the first 15 s have left the window
+    assert w.rate(1075.5) == (45 * 2000 + 30) / 60
+    assert w.rate(1200.0) == 0.0
