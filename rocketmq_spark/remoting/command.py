@@ -198,7 +198,7 @@ def _decode_rocketmq_header(data: bytes, body: bytes) -> RemotingCommand:
 _HEADER_DECODERS = {SERIALIZE_JSON: _decode_json_header, SERIALIZE_ROCKETMQ: _decode_rocketmq_header}
 
 
-def decode_frame(frame: bytes) -> RemotingCommand:
+def decode_frame(frame: bytes | bytearray) -> RemotingCommand:
     """Decode one whole frame given *without* its 4-byte length prefix."""
     if len(frame) < 4:
         raise RemoteProtocolError(f"frame of {len(frame)} bytes has no header length")
@@ -212,16 +212,23 @@ def decode_frame(frame: bytes) -> RemotingCommand:
     return decoder(frame[4:4 + hlen], bytes(frame[4 + hlen:]))
 
 
+def _frame_length(data: bytes | bytearray) -> int | None:
+    """The length of the frame ``data`` starts with (its prefix excluded); None while the
+    frame is incomplete."""
+    if len(data) < 4:
+        return None
+    (length,) = _I32.unpack_from(data, 0)
+    if length < 4 or length + 4 > MAX_FRAME:
+        raise RemoteProtocolError(f"frame length {length} outside 4..{MAX_FRAME - 4}")
+    return length if len(data) >= 4 + length else None
+
+
 def decode(data: bytes) -> tuple[RemotingCommand, int]:
     """Decode the first frame of ``data``; return it and the bytes it used.
 
     Raises ``NeedMoreData`` (consuming nothing) when the frame is incomplete."""
-    if len(data) < 4:
-        raise NeedMoreData("length prefix incomplete")
-    (length,) = _I32.unpack_from(data, 0)
-    if length < 4 or length + 4 > MAX_FRAME:
-        raise RemoteProtocolError(f"frame length {length} outside 4..{MAX_FRAME - 4}")
-    if len(data) < 4 + length:
+    length = _frame_length(data)
+    if length is None:
         raise NeedMoreData("frame incomplete")
     return decode_frame(bytes(data[4:4 + length])), 4 + length
 
@@ -236,15 +243,15 @@ class FrameDecoder:
         self._buffer += data
 
     def __iter__(self) -> Iterator[RemotingCommand]:
-        return self
-
-    def __next__(self) -> RemotingCommand:
-        try:
-            cmd, used = decode(self._buffer)
-        except NeedMoreData:
-            raise StopIteration from None
-        del self._buffer[:used]
-        return cmd
+        """The whole frames fed so far, in order. A frame leaves the buffer once decoded; a
+        short buffer ends the iteration (no exception per read: a broker decodes a read of
+        pipelined pulls this way) and keeps what it has; a bad frame raises
+        ``RemoteProtocolError`` and stays."""
+        buf = self._buffer
+        while (length := _frame_length(buf)) is not None:
+            cmd = decode_frame(buf[4:4 + length])
+            del buf[:4 + length]
+            yield cmd
 
     @property
     def pending(self) -> int:

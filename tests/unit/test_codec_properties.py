@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -117,3 +118,18 @@ def test_fastjson_object_keys() -> None:
     assert obj["n"] == {"0": "a", "12": "b"}
     (k,) = obj["offsetTable"]
     assert json.loads(k) == {"brokerName": "b", "queueId": 0, "topic": "T"}
+
+
+def test_frame_decoder_hands_out_whole_frames_and_keeps_a_bad_one() -> None:
+    cmds = [command.RemotingCommand(code=11, opaque=i, ext_fields={"queueOffset": str(32 * i)})
+            for i in range(5)]
+    frames = b"".join(command.encode(c) for c in cmds)
+    dec = command.FrameDecoder()
+    dec.feed(frames[:-3])                              # the last frame 3 bytes short
+    assert list(dec) == cmds[:4] and list(dec) == []
+    dec.feed(frames[-3:] + b"\x00\x00\x00\x02xx")      # then a frame that claims 2 bytes
+    it = iter(dec)
+    assert next(it) == cmds[4]
+    with pytest.raises(ProtocolError, match="frame length 2 outside"):
+        next(it)
+    assert dec.pending == 6                            # the bad frame stays for the log
