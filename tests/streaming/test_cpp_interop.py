@@ -179,7 +179,8 @@ def test_cpp_orderly_push_consumer_waits_while_the_query_holds_the_queues(
     try:
         # stop() unlocked: the C++ consumer takes the queues and consumes the rest
         rest = produce("after", 8)
-        # the C++ client re-asks for its locks on its own schedule (rebalance every 20 s)
+        # the C++ client keeps asking for its locks while it waits (its log shows attempts
+        # many times a second, and a rebalance every 20 s): it takes a queue once it is free
         try:
             got = cpp.wait_for(len(rest), timeout=120, predicate=lambda m: m.body in rest)
         except TimeoutError as exc:
