@@ -110,10 +110,11 @@ def lock_holders(rocketmq, group: str, queues) -> dict | str:  # type: ignore[no
             for q in queues}
 
 
-def query_owner(topic: str, group: str) -> str:
-    from rocketmq_spark.spark.options import derived_lock_owner
+def query_owner(namesrv: str, topic: str, group: str) -> str:
+    """The lock owner the query's options resolve to (as ``source`` sets them)."""
+    from rocketmq_spark.spark import options
 
-    return derived_lock_owner(group, (topic,), "*")
+    return options.parse({"nameServer": namesrv, "topic": topic, "consumerGroup": group}).lock_owner
 
 
 def test_cpp_orderly_push_consumer_waits_while_the_query_holds_the_queues(
@@ -186,7 +187,7 @@ def test_cpp_orderly_push_consumer_waits_while_the_query_holds_the_queues(
         except TimeoutError as exc:
             raise AssertionError(f"{exc}; the queues' lock holders now: "
                                  f"{lock_holders(rocketmq, group, queues)} (the query's owner "
-                                 f"was {query_owner(topic, group)!r})") from exc
+                                 f"was {query_owner(rocketmq.namesrv_addr, topic, group)!r})") from exc
         got = cpp.messages
     finally:
         cpp.shutdown()
