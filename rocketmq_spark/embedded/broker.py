@@ -31,6 +31,7 @@ from rocketmq_spark.embedded.offsets import ConsumerOffsetManager
 from rocketmq_spark.embedded.persist import read_json, write_json
 from rocketmq_spark.embedded.processors import dispatch
 from rocketmq_spark.embedded.processors.base import Call
+from rocketmq_spark.embedded.processors.pull import answer_plain_pull
 from rocketmq_spark.embedded.schedule import ScheduleService
 from rocketmq_spark.embedded.server import Connection, RemotingServer, advertised_ip
 from rocketmq_spark.embedded.stats import BrokerStats
@@ -124,7 +125,7 @@ class Broker:
         self.topics = TopicManager(self.root / "config" / "topics.json", cluster=self.cluster, broker=self.name,
                                    clock=self.clock)
         self.server = RemotingServer(self.name, self.host, self._on_request, on_close=self._on_close,
-                                     tls=self.tls)
+                                     tls=self.tls, frame_handler=self._on_frame)
         self.long_poll = PullHoldService(self._max_offset, name=f"{self.name}-long-poll")
         self.store: MessageStore = None  # type: ignore[assignment]  # opened in start()
         self.schedule: ScheduleService = None  # type: ignore[assignment]
@@ -213,6 +214,13 @@ class Broker:
             if not gate.admit(cmd, conn.peer_gone):
                 return
         dispatch(self, conn, cmd)
+
+    def _on_frame(self, conn: Connection, frame: bytes) -> bool:
+        """Plain pulls answered from the frame as read (``processors.pull``); not while a
+        gate or an ACL must see each request."""
+        if self.gates or self.acl is not None:
+            return False
+        return answer_plain_pull(self, conn, frame)
 
     def _on_close(self, conn: Connection) -> None:
         self.long_poll.drop_connection(conn.id)

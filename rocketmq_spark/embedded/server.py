@@ -1,7 +1,9 @@
 """The remoting server: TCP listener, one reader and one writer thread per connection.
 
 How this works. The reader thread decodes frames (``remoting.command.FrameDecoder``) and
-hands each request to the handler on that thread; handlers answer at once or later (a
+hands each request to the handler on that thread (a server given a ``FrameHandler`` offers
+it each frame undecoded first: it answers the frames it knows how to, the broker its plain
+pulls); handlers answer at once or later (a
 held pull, a send waiting for fsync) through ``Connection.send``, which only queues the
 frame: the connection's writer thread does the socket writes, so no handler, flusher or
 timer ever blocks on a slow peer, and a held request never blocks other connections. The
@@ -29,7 +31,7 @@ from collections import deque
 from typing import Callable
 
 from rocketmq_spark.errors import LocalProtocolError, RemoteProtocolError
-from rocketmq_spark.remoting.command import FrameDecoder, RemotingCommand, encode
+from rocketmq_spark.remoting.command import FrameDecoder, RemotingCommand, decode_frame, encode
 from rocketmq_spark.remoting.message import HostPort
 from rocketmq_spark.tls import Mode, ServerTls, TlsError, TlsStream, server_stream
 
@@ -41,6 +43,8 @@ HANDSHAKE_TIMEOUT = 10.0     # seconds a new connection has to finish its TLS ha
 _HUNG_UP = getattr(select, "POLLRDHUP", 0x2000) | select.POLLHUP | select.POLLERR
 
 Handler = Callable[["Connection", RemotingCommand], None]
+# Answers one whole undecoded frame itself (True), or leaves it to the Handler (False).
+FrameHandler = Callable[["Connection", bytes], bool]
 
 
 def advertised_ip(host: str, advertised: str | None = None) -> str:
@@ -90,6 +94,10 @@ class Connection:
         except LocalProtocolError as exc:
             log.error("%r: cannot encode an answer to code %d: %s", self, cmd.code, exc)
             return False
+        return self.send_frame(frame)
+
+    def send_frame(self, frame: bytes) -> bool:
+        """Queue an encoded frame (length prefix included) for writing, as ``send``."""
         with self._cond:
             if self.closed.is_set():
                 return False
@@ -126,6 +134,7 @@ class Connection:
 
     def _read_loop(self) -> None:
         decoder = FrameDecoder()
+        frames = self.server.frame_handler
         reason = "peer closed the connection"
         try:
             if self.server.tls is not None:
@@ -140,7 +149,10 @@ class Connection:
                 decoder.feed(data)
                 self._held_by_reader = True
                 try:
-                    for cmd in decoder:
+                    for frame in decoder.frames():
+                        if frames is not None and self._answered(frames, frame):
+                            continue
+                        cmd = decode_frame(frame)
                         try:
                             self.server.handler(self, cmd)
                         except Exception:
@@ -160,6 +172,13 @@ class Connection:
         if decoder.pending and reason == "peer closed the connection":
             log.info("%r: peer closed with %d bytes of an unfinished frame", self, decoder.pending)
         self._notify_closed()
+
+    def _answered(self, frames: FrameHandler, frame: bytes) -> bool:
+        try:
+            return frames(self, frame)
+        except Exception:      # a bug in the shortcut: the general path still answers
+            log.exception("%r: frame handler failed", self)
+            return False
 
     def _take(self) -> bytes:
         with self._cond:
@@ -230,12 +249,13 @@ class Connection:
 class RemotingServer:
     def __init__(self, name: str, host: str, handler: Handler,
                  on_close: Callable[[Connection], None] | None = None,
-                 tls: ServerTls | None = None) -> None:
+                 tls: ServerTls | None = None, frame_handler: FrameHandler | None = None) -> None:
         self.name = name
         self.host = host
         self.tls = tls if tls is not None and tls.mode is not Mode.DISABLED else None
         self.tls_context = self.tls.context() if self.tls is not None else None
         self.handler = handler
+        self.frame_handler = frame_handler
         self.on_close = on_close
         self._sock: socket.socket | None = None
         self._thread: threading.Thread | None = None

@@ -74,20 +74,16 @@ class BrokerStats:
             whole_ms = int(elapsed_ms)  # Apache measures in whole milliseconds
             self.put_distribution[next(i for i, (top, _) in enumerate(PUT_BUCKETS) if whole_ms <= top)] += 1
 
-    def on_get(self, group: str, topic: str, count: int) -> None:
-        if count <= 0:
-            return
+    def on_pull(self, group: str, topic: str, count: int, elapsed_ms: float) -> None:
+        """One pull's store read: the messages it got (0: none found) and how long it took."""
         now = time.monotonic()
         with self._lock:
-            self.get_total += count
-            self._get.add(count, now)
-            self._group_get[(group, topic)].add(count, now)
-
-    def on_pull(self, found: bool, elapsed_ms: float) -> None:
-        """One store read of a pull: found messages or not, and how long it took."""
-        with self._lock:
-            (self._found if found else self._miss).add(1, time.monotonic())
+            (self._found if count > 0 else self._miss).add(1, now)
             self.get_time_max_ms = max(self.get_time_max_ms, int(elapsed_ms))
+            if count > 0:
+                self.get_total += count
+                self._get.add(count, now)
+                self._group_get[(group, topic)].add(count, now)
 
     def put_tps(self) -> float:
         with self._lock:

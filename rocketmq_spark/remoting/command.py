@@ -253,6 +253,17 @@ class FrameDecoder:
             del buf[:4 + length]
             yield cmd
 
+    def frames(self) -> Iterator[bytes]:
+        """The whole frames fed so far, undecoded (length prefix excluded), in order, for
+        a reader that answers some frames without decoding them (``decode_frame`` the
+        rest). A frame leaves the buffer as it is handed out; a bad length raises
+        ``RemoteProtocolError`` and stays."""
+        buf = self._buffer
+        while (length := _frame_length(buf)) is not None:
+            frame = bytes(buf[4:4 + length])
+            del buf[:4 + length]
+            yield frame
+
     @property
     def pending(self) -> int:
         return len(self._buffer)

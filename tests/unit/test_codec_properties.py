@@ -133,3 +133,18 @@ def test_frame_decoder_hands_out_whole_frames_and_keeps_a_bad_one() -> None:
     with pytest.raises(ProtocolError, match="frame length 2 outside"):
         next(it)
     assert dec.pending == 6                            # the bad frame stays for the log
+
+
+def test_frame_decoder_hands_out_undecoded_frames_too() -> None:
+    cmds = [command.RemotingCommand(code=11, opaque=i, body=b"b" * i) for i in range(4)]
+    encoded = [command.encode(c) for c in cmds]
+    dec = command.FrameDecoder()
+    dec.feed(b"".join(encoded)[:-1])                   # the last frame 1 byte short
+    assert list(dec.frames()) == [e[4:] for e in encoded[:3]]
+    assert [command.decode_frame(f) for f in [e[4:] for e in encoded[:3]]] == cmds[:3]
+    dec.feed(encoded[3][-1:] + b"\xff\xff\xff\xff")       # then a negative length
+    it = dec.frames()
+    assert next(it) == encoded[3][4:]
+    with pytest.raises(ProtocolError, match="frame length -1 outside"):
+        next(it)
+    assert dec.pending == 4

@@ -6,20 +6,34 @@ code with the store status as remark and the four offsets as extFields. A
 PULL_NOT_FOUND with the SUSPEND flag is parked for long polling on its first execution;
 the re-execution (woken by a message or by the timeout) answers whatever it finds. The
 COMMIT_OFFSET flag stores ``commitOffset`` on the first execution only.
+
+``answer_plain_pull`` is the same request answered from the frame as read: a JSON PULL
+request with every field present, a subscription carried in the request (tags or
+everything) and no long poll due is answered without building a command, a header object
+or a response object, the answer's header formatted from one template. Anything else, and
+every refusal, is left to ``handle_pull`` (it returns False before any effect): the two
+answer byte for byte alike (tests/embedded/test_plain_pull.py compares them).
 """
 
 from __future__ import annotations
 
+import functools
+import json
+import json.scanner
+import struct
 import time
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from rocketmq_spark.embedded.long_poll import MAX_HOLD_MS, HeldPull
 from rocketmq_spark.embedded.processors.base import FAQ, BrokerContext, Call, Refuse
 from rocketmq_spark.embedded.store import GetStatus
-from rocketmq_spark.remoting.codes import PullSysFlag, ResponseCode
+from rocketmq_spark.remoting.codes import SERIALIZE_JSON, SERVER_VERSION, PullSysFlag, ResponseCode
 from rocketmq_spark.remoting.command import RemotingCommand
 from rocketmq_spark.remoting.headers import PullMessageRequestHeader
 from rocketmq_spark.remoting.message import java_string_hash, parse_subscription
+
+if TYPE_CHECKING:
+    from rocketmq_spark.embedded.server import Connection
 
 EMPTY: dict[str, str] = {}
 
@@ -84,13 +98,11 @@ def execute_pull(broker: BrokerContext, call: Call, h: PullMessageRequestHeader,
     accept = codes.__contains__ if codes else None
     started = time.monotonic()
     result = broker.store.get(h.topic, h.queue_id, h.queue_offset, h.max_msg_nums, accept)
-    broker.stats.on_pull(result.count > 0, (time.monotonic() - started) * 1000)
+    broker.stats.on_pull(h.consumer_group, h.topic, result.count, (time.monotonic() - started) * 1000)
     code = STATUS_CODES[result.status](h.queue_offset)
     ext = {"suggestWhichBrokerId": "0", "nextBeginOffset": str(result.next_begin_offset),
            "maxOffset": str(result.max_offset), "minOffset": str(result.min_offset)}
     response: RemotingCommand | None = call.answer(code, result.status.value, ext, result.body)
-    if result.count:
-        broker.stats.on_get(h.consumer_group, h.topic, result.count)
     if code == ResponseCode.PULL_NOT_FOUND and allow_suspend and h.sys_flag & PullSysFlag.SUSPEND:
         def again() -> None:
             try:
@@ -105,3 +117,75 @@ def execute_pull(broker: BrokerContext, call: Call, h: PullMessageRequestHeader,
     if allow_suspend and h.sys_flag & PullSysFlag.COMMIT_OFFSET:
         broker.offsets.commit(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
     return response
+
+
+# ---------------------------------------------------------------- the plain pull, from the frame
+
+# How the JSON header of a pull starts (Java, C++ and our clients write "code" first): a
+# cheap test before parsing; a header written otherwise takes the general path.
+_PULL_PREFIXES = (b'{"code":11,', b'{"code":361,')
+_HEADER_WORD = struct.Struct(">I")
+_FRAME_HEAD = struct.Struct(">iI")
+_SCAN = json.scanner.make_scanner(json.JSONDecoder())     # one JSON value from a position
+# The answer's header as _encode_json_header writes call.answer(code, status, ext) of
+# execute_pull (keys in that order; the remark is a GetStatus name, never escaped).
+_ANSWER = (b'{"code":%d,"extFields":{"suggestWhichBrokerId":"0","nextBeginOffset":"%d",'
+           b'"maxOffset":"%d","minOffset":"%d"},"flag":1,"language":"JAVA","opaque":%d,'
+           b'"remark":"%s","serializeTypeCurrentRPC":"JSON","version":' + str(SERVER_VERSION).encode() + b'}')
+_STATUSES = {status: (code_of, status.value.encode()) for status, code_of in STATUS_CODES.items()}
+
+
+@functools.lru_cache(maxsize=256)
+def _acceptor(expression_type: str, subscription: str) -> tuple[bool, Callable[[int], bool] | None]:
+    """(whether the plain path serves this subscription, its tag-code filter or None)."""
+    if (expression_type or "TAG").upper() != "TAG":
+        return False, None
+    codes = frozenset(java_string_hash(t) for t in parse_subscription(subscription))
+    return True, codes.__contains__ if codes else None
+
+
+def answer_plain_pull(broker: BrokerContext, conn: "Connection", frame: bytes) -> bool:
+    """Answer ``frame`` (one whole frame, its length prefix excluded) if it is a plain pull;
+    False, having done nothing, for everything else."""
+    if not frame.startswith(_PULL_PREFIXES, 4):
+        return False
+    (word,) = _HEADER_WORD.unpack_from(frame, 0)
+    if word >> 24 != SERIALIZE_JSON or 4 + (word & 0xFFFFFF) != len(frame):
+        return False                       # another serialization, or a body
+    try:
+        text = frame[4:].decode()
+        obj, end = _SCAN(text, 0)
+        ext = obj["extFields"]
+        fields = (ext["queueId"], ext["queueOffset"], ext["maxMsgNums"], ext["sysFlag"], ext["commitOffset"],
+                  ext["suspendTimeoutMillis"], ext.get("subVersion", "0"), ext["consumerGroup"], ext["topic"],
+                  ext["subscription"], ext.get("expressionType", ""))
+        # every value a string, as the general path reads them (it writes numbers out first)
+        if end != len(text) or obj["flag"] != 0 or type(obj["opaque"]) is not int \
+                or list(map(type, fields)).count(str) != len(fields):
+            return False
+        queue_id, offset, max_nums, sys_flag, commit_offset, _suspend, _sub_version = map(int, fields[:7])
+    except (ValueError, TypeError, KeyError, StopIteration):
+        return False
+    group, topic, subscription, expression_type = fields[7:]
+    served, accept = _acceptor(expression_type, subscription)
+    config = broker.topics.get(topic)
+    if not (served and sys_flag & PullSysFlag.SUBSCRIPTION and config is not None and config.readable
+            and 0 <= queue_id < config.read_queue_nums):
+        return False                       # refused or from the group's subscription: the general path
+    started = time.monotonic()
+    try:
+        result = broker.store.get(topic, queue_id, offset, max_nums, accept)
+    except Exception:                      # the general path reads again and answers the error
+        return False
+    code_of, remark = _STATUSES[result.status]
+    code = code_of(offset)
+    if code == ResponseCode.PULL_NOT_FOUND and sys_flag & PullSysFlag.SUSPEND:
+        return False                       # to be held: the general path parks it
+    broker.groups.find_or_create(group)
+    broker.stats.on_pull(group, topic, result.count, (time.monotonic() - started) * 1000)
+    if sys_flag & PullSysFlag.COMMIT_OFFSET:
+        broker.offsets.commit(group, topic, queue_id, commit_offset)
+    header = _ANSWER % (code, result.next_begin_offset, result.max_offset, result.min_offset, obj["opaque"], remark)
+    conn.send_frame(b"".join((_FRAME_HEAD.pack(4 + len(header) + len(result.body), len(header)),
+                              header, result.body)))
+    return True
