@@ -18,8 +18,10 @@ from rocketmq_spark.embedded.broker import Broker
 from rocketmq_spark.embedded.processors import HANDLERS, answer_request
 from rocketmq_spark.embedded.processors.base import Call
 from rocketmq_spark.embedded.processors.pull import answer_plain_pull
+from rocketmq_spark.embedded.server import Connection, RemotingServer
 from rocketmq_spark.remoting.codes import RequestCode
 from rocketmq_spark.remoting.command import decode_frame, encode
+from rocketmq_spark.remoting.command import RemotingCommand, response_to
 from tests.embedded.wire import Wire, pull, req, send_msg
 
 TAGS = ("TagA", "TagB", "TagC")
@@ -184,3 +186,34 @@ def test_a_real_read_takes_the_shortcut(broker: Broker, monkeypatch: pytest.Monk
         ans = pull(w, "g", "T", 0, 30)
     assert taken == [True]
     assert (ans.code, ans.remark, ans.ext["nextBeginOffset"]) == (0, "FOUND", str(MESSAGES))
+
+
+def test_a_frame_handler_that_fails_leaves_the_frame_to_the_handler() -> None:
+    """The server offers each frame to its frame handler first; one that answers keeps the
+    frame, one that declines or fails leaves it to the request handler, in order."""
+    seen: list[str] = []
+
+    def frames(conn: Connection, frame: bytes) -> bool:
+        cmd = decode_frame(frame)
+        if cmd.ext["n"] == "1":
+            seen.append("frame handler answered 1")
+            conn.send(response_to(cmd, 0, remark="shortcut", version=1))
+            return True
+        if cmd.ext["n"] == "2":
+            raise RuntimeError("a bug in the shortcut")
+        return False
+
+    def handler(conn: Connection, cmd: RemotingCommand) -> None:
+        seen.append(f"handler answered {cmd.ext['n']}")
+        conn.send(response_to(cmd, 0, remark="general", version=1))
+
+    server = RemotingServer("t", "127.0.0.1", handler, frame_handler=frames)
+    server.bind(0)
+    server.start()
+    try:
+        with Wire(f"127.0.0.1:{server.port}") as w:
+            remarks = [w.request(req(RequestCode.GET_MAX_OFFSET, {"n": n})).remark for n in (1, 2, 3)]
+    finally:
+        server.stop()
+    assert remarks == ["shortcut", "general", "general"]
+    assert seen == ["frame handler answered 1", "handler answered 2", "handler answered 3"]
