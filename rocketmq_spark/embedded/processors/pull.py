@@ -61,25 +61,30 @@ def handle_pull(broker: BrokerContext, call: Call) -> RemotingCommand | None:
     return execute_pull(broker, call, header, allow_suspend=True)
 
 
-def _tags(broker: BrokerContext, h: PullMessageRequestHeader) -> frozenset[str]:
-    """The tags this pull filters on (empty = everything)."""
+def _subscription(broker: BrokerContext, h: PullMessageRequestHeader) -> tuple[str, str | None]:
+    """(expression type, expression) this pull filters by: its own, or its group's."""
     if h.sys_flag & PullSysFlag.SUBSCRIPTION:
-        expression_type = h.expression_type or "TAG"
-        expression = h.subscription
-    else:
-        info = broker.clients.group(h.consumer_group)
-        if info is None:
-            raise Refuse(ResponseCode.SUBSCRIPTION_NOT_EXIST, "the consumer's group info not exist" + FAQ, EMPTY)
-        sub = info.subscriptions.get(h.topic)
-        if sub is None:
-            raise Refuse(ResponseCode.SUBSCRIPTION_NOT_EXIST, "the consumer's subscription not exist" + FAQ, EMPTY)
-        if sub.sub_version < h.sub_version:
-            raise Refuse(ResponseCode.SUBSCRIPTION_NOT_LATEST, "the consumer's subscription not latest", EMPTY)
-        expression_type, expression = sub.expression_type, sub.sub_string
+        return h.expression_type or "TAG", h.subscription
+    info = broker.clients.group(h.consumer_group)
+    if info is None:
+        raise Refuse(ResponseCode.SUBSCRIPTION_NOT_EXIST, "the consumer's group info not exist" + FAQ, EMPTY)
+    sub = info.subscriptions.get(h.topic)
+    if sub is None:
+        raise Refuse(ResponseCode.SUBSCRIPTION_NOT_EXIST, "the consumer's subscription not exist" + FAQ, EMPTY)
+    if sub.sub_version < h.sub_version:
+        raise Refuse(ResponseCode.SUBSCRIPTION_NOT_LATEST, "the consumer's subscription not latest", EMPTY)
+    return sub.expression_type, sub.sub_string
+
+
+@functools.lru_cache(maxsize=256)
+def _tag_filter(expression_type: str, expression: str | None) -> Callable[[int], bool] | None:
+    """Whether a tag code passes the subscription (None: everything passes); ``Refuse``
+    for an expression type other than TAG."""
     if expression_type.upper() != "TAG":
         raise Refuse(ResponseCode.SYSTEM_ERROR,
                      f"The broker does not support consumer to filter message by {expression_type}", EMPTY)
-    return parse_subscription(expression)
+    codes = frozenset(java_string_hash(t) for t in parse_subscription(expression))
+    return codes.__contains__ if codes else None
 
 
 def execute_pull(broker: BrokerContext, call: Call, h: PullMessageRequestHeader, *,
@@ -94,8 +99,7 @@ def execute_pull(broker: BrokerContext, call: Call, h: PullMessageRequestHeader,
         raise Refuse(ResponseCode.SYSTEM_ERROR,
                      f"queueId[{h.queue_id}] is illegal, topic:[{h.topic}] topicConfig.readQueueNums:"
                      f"[{config.read_queue_nums}] consumer:[/{call.conn.remote_addr}]", EMPTY)
-    codes = frozenset(java_string_hash(t) for t in _tags(broker, h))
-    accept = codes.__contains__ if codes else None
+    accept = _tag_filter(*_subscription(broker, h))
     started = time.monotonic()
     result = broker.store.get(h.topic, h.queue_id, h.queue_offset, h.max_msg_nums, accept)
     broker.stats.on_pull(h.consumer_group, h.topic, result.count, (time.monotonic() - started) * 1000)
@@ -135,15 +139,6 @@ _ANSWER = (b'{"code":%d,"extFields":{"suggestWhichBrokerId":"0","nextBeginOffset
 _STATUSES = {status: (code_of, status.value.encode()) for status, code_of in STATUS_CODES.items()}
 
 
-@functools.lru_cache(maxsize=256)
-def _acceptor(expression_type: str, subscription: str) -> tuple[bool, Callable[[int], bool] | None]:
-    """(whether the plain path serves this subscription, its tag-code filter or None)."""
-    if (expression_type or "TAG").upper() != "TAG":
-        return False, None
-    codes = frozenset(java_string_hash(t) for t in parse_subscription(subscription))
-    return True, codes.__contains__ if codes else None
-
-
 def answer_plain_pull(broker: BrokerContext, conn: "Connection", frame: bytes) -> bool:
     """Answer ``frame`` (one whole frame, its length prefix excluded) if it is a plain pull;
     False, having done nothing, for everything else."""
@@ -167,11 +162,14 @@ def answer_plain_pull(broker: BrokerContext, conn: "Connection", frame: bytes) -
     except (ValueError, TypeError, KeyError, StopIteration):
         return False
     group, topic, subscription, expression_type = fields[7:]
-    served, accept = _acceptor(expression_type, subscription)
     config = broker.topics.get(topic)
-    if not (served and sys_flag & PullSysFlag.SUBSCRIPTION and config is not None and config.readable
+    if not (sys_flag & PullSysFlag.SUBSCRIPTION and config is not None and config.readable
             and 0 <= queue_id < config.read_queue_nums):
         return False                       # refused or from the group's subscription: the general path
+    try:
+        accept = _tag_filter(expression_type or "TAG", subscription)
+    except Refuse:                         # not TAG: the general path refuses it
+        return False
     started = time.monotonic()
     try:
         result = broker.store.get(topic, queue_id, offset, max_nums, accept)
