@@ -82,6 +82,8 @@ PIPELINES = (PARQUET, EXACTLY_ONCE)
 OUT_TOPIC = "chaos-out"                  # the exactly-once pipeline's output
 TXN_ID = "chaos-eo"                      # its transactionalId: the same across driver restarts
 PRODUCER_GROUP = "chaos-eo-producer"     # the group the brokers check its half messages with
+# how the driver logs a task lost with an executor that Spark does not blame for it (INFO)
+LOST_WITH_EXECUTOR = "failed because while it was being computed, its executor exited"
 READER_GROUP = "chaos-reader"            # pulls that read the output back (commit no offsets)
 KEYS_PER_QUEUE = 2                       # sharding keys per source queue
 
@@ -124,9 +126,21 @@ def drive(argv: list[str]) -> int:
     return 0
 
 
+def _log_lost_tasks(spark: Any) -> None:
+    """Spark logs at WARN, its task sets at INFO: a task lost with its executor is logged as
+    "Lost task ..." (WARN) when Spark blames the task, and as "... failed because while it
+    was being computed, its executor exited for a reason unrelated to the task" (INFO) when
+    it does not (which of the two depends on whether the driver or the master notices the
+    lost executor first)."""
+    sc = spark.sparkContext
+    sc.setLogLevel("WARN")
+    log4j = sc._jvm.org.apache.logging.log4j
+    log4j.core.config.Configurator.setLevel("org.apache.spark.scheduler.TaskSetManager", log4j.Level.INFO)
+
+
 def _source(spark: Any, namesrv: str, pull_batch_size: int) -> Any:
     """The orderly stream of TOPIC both pipelines read."""
-    spark.sparkContext.setLogLevel("WARN")     # keeps "Lost task ..." (a task failed) in the log
+    _log_lost_tasks(spark)
     return (spark.readStream.format("rocketmq").option("nameServer", namesrv)
             .option("topic", TOPIC).option("consumerGroup", GROUP).option("consumeMode", "orderly")
             .option("lockOwner", LOCK_OWNER).option("startingOffsets", "earliest")
@@ -211,8 +225,10 @@ class Driver:
         return self.log.read_text(errors="replace") if self.log.exists() else ""
 
     def task_failures(self) -> int:
-        """Tasks Spark saw fail (and retried), from the driver's log."""
-        return self.log_text().count("Lost task ")
+        """Tasks Spark saw fail (and retried), from the driver's log: blamed on the task or
+        on its executor alone (``_log_lost_tasks``)."""
+        text = self.log_text()
+        return text.count("Lost task ") + text.count(LOST_WITH_EXECUTOR)
 
 
 # ------------------------------------------------------------------ the producer

@@ -33,7 +33,7 @@ from typing import Callable, Iterator, TypeVar
 
 import pytest
 
-from bench.chaos import TOPIC
+from bench.chaos import LOST_WITH_EXECUTOR, TOPIC
 from bench.common import batch_end_offsets, committed_batches
 from tests.deploy import sidecars
 from tests.deploy.checks import assert_invariants, assert_queue_order, wait
@@ -142,9 +142,9 @@ def test_executor_killed_mid_batch_is_replaced_and_its_tasks_run_again_from_the_
     assert [p.name for p in executor_dirs(app)] == ["0"]
     failed_before = rig.driver.task_failures()
 
-    # A kill can miss: CI twice saw the batch commit with no task lost although the frozen
-    # executor's log showed one running (_kill_mid_task). So each kill that loses no task is
-    # followed by another on the replacement, up to KILL_ATTEMPTS; one must lose a task.
+    # A task lost with its executor is logged at INFO when Spark does not blame the task
+    # (bench/chaos.py _log_lost_tasks; CI once failed on a log without it). Should a kill
+    # still lose no task, another follows on the replacement, up to KILL_ATTEMPTS.
     for attempt in range(KILL_ATTEMPTS):
         victim_dir = app / str(attempt)
         victim = wait(lambda: executor_pid(victim_dir), 120, "the executor's JVM")
@@ -171,7 +171,8 @@ def test_executor_killed_mid_batch_is_replaced_and_its_tasks_run_again_from_the_
         print(f"executor kill {attempt + 1}: batch {batch} committed with no task lost; killing again")
     else:
         pytest.fail(f"none of {KILL_ATTEMPTS} executor kills lost a task:\n{log[-3000:]}")
-    assert "ExecutorLostFailure" in log, log[-3000:]
+    # Spark blamed the task ("Lost task ... ExecutorLostFailure") or only its executor
+    assert "ExecutorLostFailure" in log or LOST_WITH_EXECUTOR in log, log[-3000:]
     assert rig.driver.starts == 1
 
     # its tasks ran again from the same offsets: every range of the batch was read through
