@@ -16,6 +16,11 @@
  * native int32 positions, as a compiled run of pulls noted them, or None): no joined copy,
  * no list of starts, and no walk over records that have left the cache.
  *
+ * encode_parts(bodies, starts, start, end, last, broker, max_rows) keeps a batch's rows of a
+ * window and returns them as one Arrow IPC message, written here with no pyarrow object (the
+ * shared-memory files are made of these); set_layout gives it the message metadata to fill
+ * in (below, "Arrow IPC messages").
+ *
  * record_starts(data, base) walks a body's records and returns their start positions + base,
  * or raises ValueError when a size does not fit; count_records(data) returns how many there
  * are, with the same checks.
@@ -207,35 +212,48 @@ static inline void prefetch_record(const uint8_t *rec, const uint8_t *end) {
         __builtin_prefetch(p);
 }
 
-/* The columns of the records at recs[0..n), record r ending at ends[r] (its first field,
-   its size, must say so); size: their bytes in all (a bound for the body column). New
-   reference, Py_None when a record is not for this path, NULL with an exception set. */
-static PyObject *decode_records(const uint8_t **recs, const uint8_t **ends, Py_ssize_t n, Py_ssize_t size) {
-    PyObject *result = NULL;
-    int ok = 1, err = 0;
+/* What decode_into fills: the variable-width columns, and the fixed-width ones in bytes
+   objects (queue id, queue offset, born and store times, reconsume times, the map's
+   offsets), for n rows and `entries` property entries. */
+enum { F_QID, F_QOFF, F_BORN, F_STORE, F_RECON, F_MAP, N_FIXED };
+static const Py_ssize_t FIXED_WIDTH[N_FIXED] = {4, 8, 8, 8, 4, 4};
 
+typedef struct {
     Column cols[N_COLS];
-    memset(cols, 0, sizeof cols);
-    /* fixed-width columns, written where Python takes them from */
-    enum { F_QID, F_QOFF, F_BORN, F_STORE, F_RECON, F_MAP, N_FIXED };
-    Py_ssize_t width[N_FIXED] = {4, 8, 8, 8, 4, 4};
-    PyObject *fixed_obj[N_FIXED] = {NULL};
+    PyObject *fixed[N_FIXED];
+    Py_ssize_t n;
+    int32_t entries;
+} Decoded;
+
+static void decoded_free(Decoded *d) {
+    for (int i = 0; i < N_COLS; i++) col_free(&d->cols[i]);
+    for (int i = 0; i < N_FIXED; i++) Py_CLEAR(d->fixed[i]);
+}
+
+/* Fills `d` (zeroed by the caller) with the columns of the records at recs[0..n), record r
+   ending at ends[r] (its first field, its size, must say so); size: their bytes in all (a
+   bound for the body column). 1 done, 0 a record is not for this path, -1 an exception
+   set. The caller frees `d` with decoded_free whatever it returns. */
+static int decode_into(Decoded *d, const uint8_t **recs, const uint8_t **ends, Py_ssize_t n, Py_ssize_t size) {
+    int ok = 1, err = 0;
+    Column *cols = d->cols;
+    d->n = n;
     for (int i = 0; i < N_FIXED; i++)
-        if (!(fixed_obj[i] = new_bytes(width[i] * (n + 1)))) err = 1;
+        if (!(d->fixed[i] = new_bytes(FIXED_WIDTH[i] * (n + 1)))) err = 1;
     Prop *props = PyMem_Malloc(sizeof(Prop) * MAX_PROPS);
-    if (err || !props) { PyErr_NoMemory(); err = 1; goto done; }
-    int32_t *queue_id = (int32_t *)PyBytes_AS_STRING(fixed_obj[F_QID]);
-    int64_t *queue_offset = (int64_t *)PyBytes_AS_STRING(fixed_obj[F_QOFF]);
-    int64_t *born_ts = (int64_t *)PyBytes_AS_STRING(fixed_obj[F_BORN]);
-    int64_t *store_ts = (int64_t *)PyBytes_AS_STRING(fixed_obj[F_STORE]);
-    int32_t *reconsume = (int32_t *)PyBytes_AS_STRING(fixed_obj[F_RECON]);
-    int32_t *map_offsets = (int32_t *)PyBytes_AS_STRING(fixed_obj[F_MAP]);
+    if (err || !props) { PyMem_Free(props); PyErr_NoMemory(); return -1; }
+    int32_t *queue_id = (int32_t *)PyBytes_AS_STRING(d->fixed[F_QID]);
+    int64_t *queue_offset = (int64_t *)PyBytes_AS_STRING(d->fixed[F_QOFF]);
+    int64_t *born_ts = (int64_t *)PyBytes_AS_STRING(d->fixed[F_BORN]);
+    int64_t *store_ts = (int64_t *)PyBytes_AS_STRING(d->fixed[F_STORE]);
+    int32_t *reconsume = (int32_t *)PyBytes_AS_STRING(d->fixed[F_RECON]);
+    int32_t *map_offsets = (int32_t *)PyBytes_AS_STRING(d->fixed[F_MAP]);
     int nullable[N_COLS] = {0, 0, 0, 0, 1, 1, 0, 0, 0, 0};
     /* first sizes: what records usually hold (a column outgrowing it is resized) */
     Py_ssize_t guess[N_COLS] = {n * 32, size, n * 32, n * 32, n * 16, n * 16, n * 28, n * 28, n * 48, n * 64};
     for (int i = 0; i < N_COLS && !err; i++)
         if (col_init(&cols[i], n, guess[i], nullable[i]) != 0) err = 1;
-    if (err) { PyErr_NoMemory(); goto done; }
+    if (err) { PyMem_Free(props); PyErr_NoMemory(); return -1; }
     map_offsets[0] = 0;
     int32_t entries = 0;
     HostCache born_cache = {{0}, {0}, 0, 0}, store_cache = {{0}, {0}, 0, 0};
@@ -293,28 +311,40 @@ static PyObject *decode_records(const uint8_t **recs, const uint8_t **ends, Py_s
         }
         if (err) break;
     }
-    if (err) goto done;
-    if (!ok) { Py_INCREF(Py_None); result = Py_None; goto done; }
-    {
-        for (int i = 0; i < N_FIXED; i++)
-            if (resize(&fixed_obj[i], width[i] * (i == F_MAP ? n + 1 : n)) < 0) goto done;
-        PyObject *fixed = Py_BuildValue("(OOOOOO)", fixed_obj[0], fixed_obj[1], fixed_obj[2], fixed_obj[3],
-                                        fixed_obj[4], fixed_obj[5]);
-        if (!fixed) goto done;
-        PyObject *vars = PyTuple_New(N_COLS);
-        if (!vars) { Py_DECREF(fixed); goto done; }
-        for (int i = 0; i < N_COLS; i++) {
-            Py_ssize_t rows = (i == C_PNAME || i == C_PVALUE) ? entries : n;
-            PyObject *t = col_take(&cols[i], rows);
-            if (!t) { Py_DECREF(fixed); Py_DECREF(vars); goto done; }
-            PyTuple_SET_ITEM(vars, i, t);
-        }
-        result = Py_BuildValue("(nnNN)", n, (Py_ssize_t)entries, fixed, vars);
-    }
-done:
-    for (int i = 0; i < N_COLS; i++) col_free(&cols[i]);
-    for (int i = 0; i < N_FIXED; i++) Py_XDECREF(fixed_obj[i]);
     PyMem_Free(props);
+    d->entries = entries;
+    return err ? -1 : ok;
+}
+
+/* decode's answer for what decode_into filled: (n, entries, fixed columns, variable ones). */
+static PyObject *decoded_tuple(Decoded *d) {
+    Py_ssize_t n = d->n;
+    for (int i = 0; i < N_FIXED; i++)
+        if (resize(&d->fixed[i], FIXED_WIDTH[i] * (i == F_MAP ? n + 1 : n)) < 0) return NULL;
+    PyObject *fixed = Py_BuildValue("(OOOOOO)", d->fixed[0], d->fixed[1], d->fixed[2], d->fixed[3],
+                                    d->fixed[4], d->fixed[5]);
+    if (!fixed) return NULL;
+    PyObject *vars = PyTuple_New(N_COLS);
+    if (!vars) { Py_DECREF(fixed); return NULL; }
+    for (int i = 0; i < N_COLS; i++) {
+        Py_ssize_t rows = (i == C_PNAME || i == C_PVALUE) ? d->entries : n;
+        PyObject *t = col_take(&d->cols[i], rows);
+        if (!t) { Py_DECREF(fixed); Py_DECREF(vars); return NULL; }
+        PyTuple_SET_ITEM(vars, i, t);
+    }
+    return Py_BuildValue("(nnNN)", n, (Py_ssize_t)d->entries, fixed, vars);
+}
+
+/* The columns of the records at recs[0..n) (decode_into's terms). New reference, Py_None
+   when a record is not for this path, NULL with an exception set. */
+static PyObject *decode_records(const uint8_t **recs, const uint8_t **ends, Py_ssize_t n, Py_ssize_t size) {
+    Decoded d;
+    memset(&d, 0, sizeof d);
+    PyObject *result = NULL;
+    int got = decode_into(&d, recs, ends, n, size);
+    if (got == 0) { Py_INCREF(Py_None); result = Py_None; }
+    else if (got == 1) result = decoded_tuple(&d);
+    decoded_free(&d);
     return result;
 }
 
@@ -403,33 +433,34 @@ static Py_ssize_t noted(PyObject *starts, Py_ssize_t len) {
     return count;
 }
 
-/* decode over the records of several bodies (a list of bytes), without joining them; the
-   optional second list gives, for each body, where its records start (bytes of int32, as a
-   compiled run of pulls noted them) or None to walk it here. */
-static PyObject *decode_parts(PyObject *self, PyObject *args) {
-    PyObject *list, *starts = Py_None;
-    if (!PyArg_ParseTuple(args, "O!|O", &PyList_Type, &list, &starts)) return NULL;
+/* The records of several bodies (a list of bytes) where they are: *recs and *ends (one
+   allocation, freed by the caller with PyMem_Free(*recs)), their count and the bodies'
+   bytes in all. `starts`: None, or a list giving for each body where its records start
+   (bytes of int32, as a compiled run of pulls noted them) or None to walk it here.
+   0, or -1 with an exception set. */
+static int collect(PyObject *list, PyObject *starts, const uint8_t ***recs_out, const uint8_t ***ends_out,
+                   Py_ssize_t *count_out, Py_ssize_t *total_out) {
     Py_ssize_t parts = PyList_GET_SIZE(list), total = 0, count = 0;
     if (starts != Py_None && (!PyList_Check(starts) || PyList_GET_SIZE(starts) != parts)) {
         PyErr_SetString(PyExc_TypeError, "starts must be a list as long as parts");
-        return NULL;
+        return -1;
     }
     for (Py_ssize_t i = 0; i < parts; i++) {
         PyObject *part = PyList_GET_ITEM(list, i);
         if (!PyBytes_Check(part)) {
             PyErr_SetString(PyExc_TypeError, "parts must be bytes");
-            return NULL;
+            return -1;
         }
         PyObject *known = starts == Py_None ? Py_None : PyList_GET_ITEM(starts, i);
         Py_ssize_t c = known == Py_None
             ? walk((const uint8_t *)PyBytes_AS_STRING(part), PyBytes_GET_SIZE(part), NULL, NULL)
             : noted(known, PyBytes_GET_SIZE(part));
-        if (c < 0) return NULL;
+        if (c < 0) return -1;
         count += c;
         total += PyBytes_GET_SIZE(part);
     }
     const uint8_t **recs = PyMem_Malloc(sizeof(*recs) * 2 * (count + 1));
-    if (!recs) return PyErr_NoMemory();
+    if (!recs) { PyErr_NoMemory(); return -1; }
     const uint8_t **ends = recs + count + 1;
     Py_ssize_t at = 0;
     for (Py_ssize_t i = 0; i < parts; i++) {
@@ -449,7 +480,268 @@ static PyObject *decode_parts(PyObject *self, PyObject *args) {
         }
         at += c;
     }
+    *recs_out = recs;
+    *ends_out = ends;
+    *count_out = count;
+    *total_out = total;
+    return 0;
+}
+
+/* decode over the records of several bodies (a list of bytes), without joining them; the
+   optional second list gives, for each body, where its records start (bytes of int32, as a
+   compiled run of pulls noted them) or None to walk it here. */
+static PyObject *decode_parts(PyObject *self, PyObject *args) {
+    PyObject *list, *starts = Py_None;
+    if (!PyArg_ParseTuple(args, "O!|O", &PyList_Type, &list, &starts)) return NULL;
+    const uint8_t **recs, **ends;
+    Py_ssize_t count, total;
+    if (collect(list, starts, &recs, &ends, &count, &total) < 0) return NULL;
     PyObject *result = decode_records(recs, ends, count, total);
+    PyMem_Free(recs);
+    return result;
+}
+
+/* ------------------------------------------------------------------ Arrow IPC messages
+ *
+ * encode_parts(bodies, starts, start, end, last, broker, max_rows) does what
+ * columnar.BodyBatcher does with one batch's bodies when the shared-memory reader takes
+ * it: keeps the rows of the window (queue offsets in [start, end), each above the highest
+ * one before it, `last` to begin with), decodes them, and returns them as one encapsulated
+ * Arrow IPC record batch message of the source's schema, ready to be written to a stream:
+ * (message bytes, rows, new last), (None, 0, last) when no row is kept, or None when this
+ * path does not apply (a record decode declines, text that is not UTF-8, more than
+ * max_rows rows): the caller then builds the batch with pyarrow from the same bodies. Text
+ * (topics, property names and values, which tags, keys and UNIQ_KEY come from) is checked
+ * to be UTF-8 here; text that is not goes the pyarrow way, which names the error.
+ *
+ * The message's metadata (a flatbuffer) has the same shape for every batch of the schema:
+ * only the row counts, null counts, and buffer offsets and lengths change. set_layout takes
+ * one made by pyarrow (columnar.py) and where those numbers are in it; each message is that
+ * metadata with them written in, followed by the body: each buffer padded to 8 bytes.
+ */
+#define N_NODES 18
+#define N_BUFFERS 46
+
+static struct {
+    char *meta;                 /* the flatbuffer after the message's 8-byte prefix */
+    Py_ssize_t len;             /* its length, padded: what the prefix says */
+    Py_ssize_t at_length, at_body_length, at_nodes, at_buffers;
+} layout;
+
+static PyObject *set_layout(PyObject *self, PyObject *args) {
+    const char *meta;
+    Py_ssize_t len, at_length, at_body, at_nodes, at_buffers;
+    if (!PyArg_ParseTuple(args, "y#nnnn", &meta, &len, &at_length, &at_body, &at_nodes, &at_buffers))
+        return NULL;
+#if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+    PyErr_SetString(PyExc_ValueError, "Arrow messages are written on little-endian hosts only");
+    return NULL;
+#endif
+    if (len <= 0 || len % 8 || at_length < 0 || at_length + 8 > len || at_body < 0 || at_body + 8 > len
+        || at_nodes < 0 || at_nodes + 16 * N_NODES > len || at_buffers < 0 || at_buffers + 16 * N_BUFFERS > len) {
+        PyErr_SetString(PyExc_ValueError, "the layout does not fit its metadata");
+        return NULL;
+    }
+    char *copy = PyMem_Malloc(len);
+    if (!copy) return PyErr_NoMemory();
+    memcpy(copy, meta, len);
+    PyMem_Free(layout.meta);
+    layout.meta = copy;
+    layout.len = len;
+    layout.at_length = at_length;
+    layout.at_body_length = at_body;
+    layout.at_nodes = at_nodes;
+    layout.at_buffers = at_buffers;
+    Py_RETURN_NONE;
+}
+
+static int ascii(const char *p, Py_ssize_t n) {
+    uint64_t any = 0, w;
+    Py_ssize_t i = 0;
+    for (; i + 8 <= n; i += 8) { memcpy(&w, p + i, 8); any |= w; }
+    for (; i < n; i++) any |= (uint8_t)p[i];
+    return (any & 0x8080808080808080ULL) == 0;
+}
+
+/* Whether s[0..n) is UTF-8 as Arrow checks it (RFC 3629: no overlong forms, no surrogates,
+   nothing past U+10FFFF). */
+static int utf8(const uint8_t *s, Py_ssize_t n) {
+    Py_ssize_t i = 0;
+    while (i < n) {
+        uint8_t b = s[i];
+        if (b < 0x80) { i++; continue; }
+        int more;
+        uint8_t lo = 0x80, hi = 0xBF;              /* the range of the byte after the lead */
+        if (b >= 0xC2 && b <= 0xDF) more = 1;
+        else if (b == 0xE0) { more = 2; lo = 0xA0; }
+        else if (b >= 0xE1 && b <= 0xEC) more = 2;
+        else if (b == 0xED) { more = 2; hi = 0x9F; }
+        else if (b >= 0xEE && b <= 0xEF) more = 2;
+        else if (b == 0xF0) { more = 3; lo = 0x90; }
+        else if (b >= 0xF1 && b <= 0xF3) more = 3;
+        else if (b == 0xF4) { more = 3; hi = 0x8F; }
+        else return 0;
+        if (i + more >= n) return 0;                  /* cut short */
+        if (s[i + 1] < lo || s[i + 1] > hi) return 0;
+        for (int k = 2; k <= more; k++)
+            if ((s[i + k] & 0xC0) != 0x80) return 0;
+        i += more + 1;
+    }
+    return 1;
+}
+
+/* Whether every value of a string column is UTF-8 (plain ASCII, the usual case, is seen in
+   one pass over its bytes). */
+static int column_utf8(const Column *c, Py_ssize_t rows) {
+    if (ascii(c->data, c->len)) return 1;
+    for (Py_ssize_t r = 0; r < rows; r++)
+        if (!utf8((const uint8_t *)c->data + c->offsets[r], c->offsets[r + 1] - c->offsets[r])) return 0;
+    return 1;
+}
+
+typedef struct { const void *src; Py_ssize_t len; } Piece;
+
+static inline Py_ssize_t pad8(Py_ssize_t n) { return (n + 7) & ~(Py_ssize_t)7; }
+
+/* The validity bitmap of a nullable column (valid: a byte a row), into out[(n + 7) / 8];
+   returns the null count. */
+static Py_ssize_t bitmap(const uint8_t *valid, Py_ssize_t n, uint8_t *out) {
+    Py_ssize_t nulls = 0;
+    memset(out, 0, (n + 7) / 8);
+    for (Py_ssize_t r = 0; r < n; r++) {
+        if (valid[r]) out[r >> 3] |= (uint8_t)(1u << (r & 7));
+        else nulls++;
+    }
+    return nulls;
+}
+
+/* The message of what `d` holds (n >= 1 rows). */
+static PyObject *message(Decoded *d, const char *broker, Py_ssize_t broker_len) {
+    Py_ssize_t n = d->n, e = d->entries;
+    Column *c = d->cols;
+    PyObject *out = NULL;
+    /* the broker column (one text repeated) and the two bitmaps, made here */
+    Py_ssize_t bits = (n + 7) / 8;
+    char *made = PyMem_Malloc(sizeof(int32_t) * (n + 1) + (size_t)broker_len * n + 2 * bits + 1);
+    if (!made) return PyErr_NoMemory();
+    int32_t *broker_off = (int32_t *)made;
+    char *broker_data = made + sizeof(int32_t) * (n + 1);
+    uint8_t *tag_bits = (uint8_t *)broker_data + broker_len * n, *key_bits = tag_bits + bits;
+    if (broker_len * n > INT32_MAX) { PyMem_Free(made); Py_RETURN_NONE; }
+    for (Py_ssize_t r = 0; r <= n; r++) broker_off[r] = (int32_t)(r * broker_len);
+    for (Py_ssize_t r = 0; r < n; r++) memcpy(broker_data + r * broker_len, broker, broker_len);
+    Py_ssize_t tag_nulls = bitmap(c[C_TAGS].valid, n, tag_bits);
+    Py_ssize_t key_nulls = bitmap(c[C_KEYS].valid, n, key_bits);
+#define FIX(i) PyBytes_AS_STRING(d->fixed[i])
+#define VAR(col, rows) {NULL, 0}, {c[col].offsets, 4 * ((rows) + 1)}, {c[col].data, c[col].len}
+    Piece pieces[N_BUFFERS] = {
+        VAR(C_TOPIC, n),
+        {NULL, 0}, {broker_off, 4 * (n + 1)}, {broker_data, broker_len * n},
+        {NULL, 0}, {FIX(F_QID), 4 * n},
+        {NULL, 0}, {FIX(F_QOFF), 8 * n},
+        VAR(C_MSGID, n),
+        VAR(C_OFFID, n),
+        {tag_bits, tag_nulls ? bits : 0}, {c[C_TAGS].offsets, 4 * (n + 1)}, {c[C_TAGS].data, c[C_TAGS].len},
+        {key_bits, key_nulls ? bits : 0}, {c[C_KEYS].offsets, 4 * (n + 1)}, {c[C_KEYS].data, c[C_KEYS].len},
+        VAR(C_BODY, n),
+        {NULL, 0}, {FIX(F_MAP), 4 * (n + 1)},
+        {NULL, 0},
+        VAR(C_PNAME, e),
+        VAR(C_PVALUE, e),
+        {NULL, 0}, {FIX(F_BORN), 8 * n},
+        {NULL, 0}, {FIX(F_STORE), 8 * n},
+        VAR(C_BORN, n),
+        VAR(C_STORE, n),
+        {NULL, 0}, {FIX(F_RECON), 4 * n},
+    };
+#undef VAR
+#undef FIX
+    int64_t nodes[N_NODES][2] = {
+        {n, 0}, {n, 0}, {n, 0}, {n, 0}, {n, 0}, {n, 0}, {n, tag_nulls}, {n, key_nulls}, {n, 0},
+        {n, 0}, {e, 0}, {e, 0}, {e, 0}, {n, 0}, {n, 0}, {n, 0}, {n, 0}, {n, 0},
+    };
+    int64_t buffers[N_BUFFERS][2];
+    Py_ssize_t body = 0;
+    for (int i = 0; i < N_BUFFERS; i++) {
+        buffers[i][0] = body;
+        buffers[i][1] = pieces[i].len;
+        body += pad8(pieces[i].len);
+    }
+    out = PyBytes_FromStringAndSize(NULL, 8 + layout.len + body);
+    if (!out) goto done;
+    char *p = PyBytes_AS_STRING(out);
+    uint32_t marker = 0xFFFFFFFFu;
+    int32_t meta_len = (int32_t)layout.len;
+    int64_t rows = n, body_len = body;
+    memcpy(p, &marker, 4);
+    memcpy(p + 4, &meta_len, 4);
+    char *meta = p + 8;
+    memcpy(meta, layout.meta, layout.len);
+    memcpy(meta + layout.at_length, &rows, 8);
+    memcpy(meta + layout.at_body_length, &body_len, 8);
+    memcpy(meta + layout.at_nodes, nodes, sizeof nodes);
+    memcpy(meta + layout.at_buffers, buffers, sizeof buffers);
+    char *q = meta + layout.len;
+    for (int i = 0; i < N_BUFFERS; i++) {
+        Py_ssize_t len = pieces[i].len, padded = pad8(len);
+        if (len) memcpy(q, pieces[i].src, len);
+        memset(q + len, 0, padded - len);
+        q += padded;
+    }
+done:
+    PyMem_Free(made);
+    return out;
+}
+
+static PyObject *encode_parts(PyObject *self, PyObject *args) {
+    PyObject *list, *starts;
+    long long start, end, last;
+    const char *broker;
+    Py_ssize_t broker_len, max_rows;
+    if (!PyArg_ParseTuple(args, "O!OLLLy#n", &PyList_Type, &list, &starts, &start, &end, &last,
+                          &broker, &broker_len, &max_rows))
+        return NULL;
+    if (!layout.meta) {
+        PyErr_SetString(PyExc_RuntimeError, "set_layout was not called");
+        return NULL;
+    }
+    const uint8_t **recs, **ends;
+    Py_ssize_t count, total, kept = 0;
+    if (collect(list, starts, &recs, &ends, &count, &total) < 0) return NULL;
+    PyObject *result = NULL;
+    long long highest = last;
+    for (Py_ssize_t r = 0; r < count; r++) {       /* the window's rows, each offset once */
+        if (ends[r] - recs[r] < MIN_RECORD || be32(recs[r]) != ends[r] - recs[r]
+            || be32(recs[r] + F_MAGIC) != MAGIC_V1) {    /* pyarrow's path gives the error */
+            Py_INCREF(Py_None);
+            result = Py_None;
+            goto done;
+        }
+        long long offset = be64(recs[r] + F_QUEUE_OFFSET);
+        if (offset >= start && offset < end && offset > highest) {
+            recs[kept] = recs[r];
+            ends[kept] = ends[r];
+            kept++;
+        }
+        if (offset > highest) highest = offset;
+    }
+    if (kept == 0) { result = Py_BuildValue("(OnL)", Py_None, (Py_ssize_t)0, last); goto done; }
+    if (kept > max_rows) { Py_INCREF(Py_None); result = Py_None; goto done; }
+    Decoded d;
+    memset(&d, 0, sizeof d);
+    int got = decode_into(&d, recs, ends, kept, total);
+    if (got == 1 && !(column_utf8(&d.cols[C_TOPIC], kept) && column_utf8(&d.cols[C_PNAME], d.entries)
+                      && column_utf8(&d.cols[C_PVALUE], d.entries)))
+        got = 0;                     /* not UTF-8: pyarrow's path names the error */
+    if (got == 0) { Py_INCREF(Py_None); result = Py_None; }
+    else if (got == 1) {
+        long long new_last = ((int64_t *)PyBytes_AS_STRING(d.fixed[F_QOFF]))[kept - 1];
+        PyObject *msg = message(&d, broker, broker_len);
+        if (msg == Py_None) result = msg;
+        else if (msg) result = Py_BuildValue("(NnL)", msg, kept, new_last);
+    }
+    decoded_free(&d);
+done:
     PyMem_Free(recs);
     return result;
 }
@@ -487,6 +779,8 @@ static PyMethodDef METHODS[] = {
     {"record_starts", record_starts, METH_VARARGS, "Start positions (+ base) of a body's records."},
     {"count_records", count_records, METH_VARARGS, "How many records a body holds (its sizes checked)."},
     {"decode_parts", decode_parts, METH_VARARGS, "decode over the records of several bodies (and their starts), or None."},
+    {"set_layout", set_layout, METH_VARARGS, "The Arrow message metadata encode_parts fills in, and where its numbers go."},
+    {"encode_parts", encode_parts, METH_VARARGS, "A batch's kept rows as one Arrow IPC message, or None."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -14,6 +14,14 @@ else (an IPv6 host, a compressed body, a topic longer than 127 bytes, odd proper
 damaged record) goes through the per-message decoder instead, which also gives damaged data
 its precise error.
 
+For the shared-memory files (``shm``), ``BodyBatcher(encoded=True)`` goes one step further
+where it can: the compiled decoder keeps the window's rows and writes them as a finished
+Arrow IPC message (``Encoded``, ``encode_parts``), so no pyarrow object is made in the
+sidecar for a batch and the file is written in one call. A tag filter, restoring retry
+topics, text that is not UTF-8 (refused there with its error) and anything the decoder
+declines go the pyarrow way above. The message's metadata is pyarrow's own for this schema
+(``message_layout``), with the numbers of each batch written in.
+
 Which rows are kept (``Window``): queue offsets in ``[start, end)``, each offset once and
 increasing (a broker answering a pull with messages before the asked offset cannot
 duplicate rows), and, for a tag subscription, exactly the subscribed tags (the broker
@@ -22,6 +30,7 @@ filters by tag hash only).
 
 from __future__ import annotations
 
+import logging
 import os
 import struct
 from dataclasses import dataclass, field
@@ -35,7 +44,7 @@ from rocketmq_spark.errors import RemoteProtocolError
 from rocketmq_spark.remoting.codes import MessageSysFlag, retry_topic
 from rocketmq_spark.remoting.message import (
     MAGIC_V1, NAME_VALUE_SEP, PROP_KEYS, PROP_RETRY_TOPIC, PROP_TAGS, PROP_UNIQ_KEY, PROPERTY_SEP,
-    decode_messages)
+    MessageExt, decode_messages)
 from rocketmq_spark.sidecar.arrow import SOURCE_SCHEMA, TIMESTAMP, messages_to_batch
 from rocketmq_spark.structs import WalkedBodies
 
@@ -45,6 +54,8 @@ except ImportError:  # pragma: no cover - a build without a C compiler
     _compiled = None
 if os.environ.get("ROCKETMQ_SPARK_PURE_PYTHON") == "1":
     _compiled = None
+
+log = logging.getLogger(__name__)
 
 _SIZE = struct.Struct(">i")
 _SLOW_FLAGS = MessageSysFlag.BORNHOST_V6 | MessageSysFlag.STOREHOST_V6 | MessageSysFlag.COMPRESSED
@@ -429,6 +440,95 @@ def decode_parts(parts: list[bytes | WalkedBodies], window: Window, last: int = 
     return _kept(batch, offsets, tags, window, last)
 
 
+# ------------------------------------------------------------------ Arrow IPC messages
+
+@dataclass(frozen=True)
+class Encoded:
+    """A record batch of ``SOURCE_SCHEMA`` already encoded as one Arrow IPC message (what
+    ``pa.RecordBatch.serialize`` returns), for a writer of IPC streams: the shared-memory
+    files (``shm.write_batches`` takes these and batches alike)."""
+
+    message: bytes
+    num_rows: int
+    schema: pa.Schema = field(default=SOURCE_SCHEMA, repr=False)
+
+    def serialize(self) -> bytes:
+        return self.message
+
+
+def _flat_table(buf: bytes, at: int) -> tuple[int, ...]:
+    """Where a flatbuffer table's fields are (0: absent), from its vtable."""
+    vtable = at - struct.unpack_from("<i", buf, at)[0]
+    size = struct.unpack_from("<H", buf, vtable)[0]
+    return struct.unpack_from(f"<{(size - 4) // 2}H", buf, vtable + 4)
+
+
+def _flat_ref(buf: bytes, at: int) -> int:
+    return at + struct.unpack_from("<I", buf, at)[0]
+
+
+def message_layout(template: pa.RecordBatch) -> tuple[bytes, int, int, int, int]:
+    """The metadata of ``template``'s IPC message (a flatbuffer) and where in it the numbers
+    that vary from batch to batch are: RecordBatch.length, Message.bodyLength, and the first
+    of the FieldNode and Buffer structs (18 and 46 of them for ``SOURCE_SCHEMA``)."""
+    raw = template.serialize().to_pybytes()
+    marker, size = struct.unpack_from("<Ii", raw, 0)
+    if marker != 0xFFFFFFFF:
+        raise ValueError("not an encapsulated IPC message")
+    meta = raw[8:8 + size]
+    root = _flat_ref(meta, 0)
+    fields = _flat_table(meta, root)            # version, header_type, header, bodyLength
+    if len(fields) < 4 or not fields[2] or not fields[3]:
+        raise ValueError("the message has no header or no body length")
+    header = _flat_ref(meta, root + fields[2])
+    rb = _flat_table(meta, header)              # length, nodes, buffers
+    if len(rb) < 3 or not all(rb[:3]) or any(rb[3:]):
+        raise ValueError("the record batch has fields this layout does not fill in")
+    nodes, buffers = _flat_ref(meta, header + rb[1]), _flat_ref(meta, header + rb[2])
+    counts = struct.unpack_from("<I", meta, nodes)[0], struct.unpack_from("<I", meta, buffers)[0]
+    if counts != (18, 46):
+        raise ValueError(f"{counts[0]} field nodes and {counts[1]} buffers, not 18 and 46")
+    return meta, header + rb[0], root + fields[3], nodes + 4, buffers + 4
+
+
+def _set_layout() -> bool:
+    """Hands the compiled encoder its message layout; False where it cannot take it."""
+    if _compiled is None or not hasattr(_compiled, "set_layout"):
+        return False
+    template = messages_to_batch([MessageExt(topic="t", body=b"b", properties={PROP_TAGS: "x"})], broker="b")
+    try:
+        _compiled.set_layout(*message_layout(template))
+    except (ValueError, struct.error) as exc:   # pragma: no cover - another pyarrow's metadata
+        log.warning("Arrow messages are built by pyarrow: %s", exc)
+        return False
+    return True
+
+
+_ENCODER = _set_layout()
+
+
+def encode_parts(parts: list[bytes | WalkedBodies], window: Window, last: int,
+                 max_rows: int) -> tuple[Encoded | None, int] | None:
+    """``decode_parts`` of ``parts`` as one Arrow IPC message built by the compiled encoder
+    (no pyarrow objects): (the message, or None when no row is kept; the new ``last``), or
+    None where that path does not apply (a tag filter, restoring retry topics, a record
+    or text that is not UTF-8 it leaves to pyarrow, more than ``max_rows`` rows); then
+    ``decode_parts``."""
+    if not _ENCODER or window.tags or window.restore_retry_topic_of:
+        return None
+    data = [p.data if isinstance(p, WalkedBodies) else p for p in parts]
+    starts = [p.starts if isinstance(p, WalkedBodies) else None for p in parts]
+    try:
+        out = _compiled.encode_parts(data, starts, window.start, window.end, last,
+                                     window.broker.encode(), max_rows)
+    except ValueError as exc:
+        raise RemoteProtocolError(str(exc)) from None
+    if out is None:
+        return None
+    message, rows, last = out
+    return (Encoded(message, rows) if rows else None), last
+
+
 def _decode_slow(data: bytes, window: Window) -> tuple[pa.RecordBatch, np.ndarray, pa.Array]:
     """Message by message: what the fast paths do not cover, and damaged data's errors."""
     messages = decode_messages(data)
@@ -462,12 +562,15 @@ class BodyBatcher:
     window: Window
     max_rows: int
     max_bytes: int = 16 << 20
+    # batches as ``Encoded`` IPC messages where the compiled encoder applies (for a writer
+    # of IPC streams), else as record batches
+    encoded: bool = False
     _parts: list[bytes | WalkedBodies] = field(default_factory=list)  # not decoded yet, in order
     _rows: int = 0                                           # their records
     _size: int = 0                                           # their bytes
     _last: int = -1
 
-    def batches(self, bodies: Iterable[bytes | WalkedBodies]) -> Iterator[pa.RecordBatch]:
+    def batches(self, bodies: Iterable[bytes | WalkedBodies]) -> Iterator["pa.RecordBatch | Encoded"]:
         for body in bodies:
             if isinstance(body, WalkedBodies):
                 rows, size = body.records, len(body.data)
@@ -483,10 +586,17 @@ class BodyBatcher:
                 yield from self._decode()
         yield from self._decode()
 
-    def _decode(self) -> Iterator[pa.RecordBatch]:
+    def _decode(self) -> Iterator["pa.RecordBatch | Encoded"]:
         if not self._parts:
             return
         parts, self._parts, self._rows, self._size = self._parts, [], 0, 0
+        if self.encoded:
+            got = encode_parts(parts, self.window, self._last, self.max_rows)
+            if got is not None:
+                message, self._last = got
+                if message is not None:
+                    yield message
+                return
         batch, self._last = decode_parts(parts, self.window, self._last)
         for at in range(0, batch.num_rows, self.max_rows):     # one body of more than max_rows
             yield batch.slice(at, self.max_rows)

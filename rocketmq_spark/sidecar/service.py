@@ -199,14 +199,15 @@ class SidecarService:
         if time.monotonic() - self._last_sweep > shm.STALE_SECONDS / 2:
             self._last_sweep = time.monotonic()
             shm.sweep(directory)
-        return shm.batch_files(self._batches(cluster, spec), directory, reader_alive=reader_alive)
+        return shm.batch_files(self._batches(cluster, spec, encoded=True), directory, reader_alive=reader_alive)
 
     def trim_batch_files(self) -> None:
         """Remove the shared-memory files kept for reuse that are past the pool or unused."""
         shm.trim(shm.shm_dir(self.runtime_dir))
 
-    def _batches(self, cluster: Cluster, spec: PullSpec) -> Iterator[pa.RecordBatch]:
-        """The range's rows as record batches, produced pull by pull."""
+    def _batches(self, cluster: Cluster, spec: PullSpec, *, encoded: bool = False) -> Iterator[pa.RecordBatch]:
+        """The range's rows as record batches, produced pull by pull; ``encoded``: as IPC
+        messages already (``columnar.Encoded``) where the compiled encoder applies."""
         client = self.client(cluster)
         # A thread reads the range (and owns its connection) while this one decodes and
         # hands over: the broker works on the next pulls meanwhile. It hands over a list of
@@ -217,7 +218,8 @@ class SidecarService:
         bodies = (body for chunk in chunks for body in chunk)
         window = columnar.Window(spec.start, spec.end, parse_subscription(spec.sub_expression),
                                  spec.queue.broker_name, spec.restore_retry_topic_of)
-        return self._served(spec, columnar.BodyBatcher(window, spec.max_rows_per_batch).batches(bodies))
+        batcher = columnar.BodyBatcher(window, spec.max_rows_per_batch, encoded=encoded)
+        return self._served(spec, batcher.batches(bodies))
 
     def _range(self, client: MQClient, spec: PullSpec) -> Iterator[list[bytes | WalkedBodies]]:
         """The range's pull bodies in lists (``pull.read_chunks``), over a connection of the

@@ -3,7 +3,9 @@
 How this works. For a Pull with ``shared_memory``, the sidecar writes a few record batches
 (``BATCHES_PER_FILE``) as one Arrow IPC stream into a file of its own in shared memory
 (``/dev/shm`` when the host has it, else the sidecar's private directory), created with mode
-0600, and sends only the file's path. The reader maps the file (no copy) and reads the
+0600, and sends only the file's path. The stream is written in one call, from the batches'
+encapsulated messages (most of them built by the compiled decoder already: ``columnar``'s
+``Encoded``). The reader maps the file (no copy) and reads the
 batches straight out of the mapping. Bytes then cross no socket and are copied once, by the
 sidecar's writer.
 
@@ -35,7 +37,7 @@ import os
 import secrets
 import time
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator, Protocol, Sequence
 
 import pyarrow as pa
 
@@ -55,6 +57,7 @@ POOL_MAX = 8              # free files kept for reuse in a directory, at most
 FREE_SECONDS = 30.0       # a free file not reused for this long is removed
 STALE_SECONDS = 600.0
 _SHM = Path("/dev/shm")
+END_OF_STREAM = b"\xff\xff\xff\xff\x00\x00\x00\x00"   # continuation marker, a zero length
 
 
 def shm_dir(fallback: Path) -> Path:
@@ -64,20 +67,42 @@ def shm_dir(fallback: Path) -> Path:
     return fallback
 
 
-def write_batches(batches: list[pa.RecordBatch], directory: Path) -> str:
-    """One file holding ``batches`` (at least one, of one schema) as an Arrow IPC stream:
-    a free file written over when there is one, else a new one."""
+class Message(Protocol):
+    """A record batch, or one encoded already (``columnar.Encoded``): what a file holds."""
+
+    @property
+    def schema(self) -> pa.Schema: ...
+
+    def serialize(self) -> Any: ...
+
+
+def write_batches(batches: Sequence[Message], directory: Path) -> str:
+    """One file holding ``batches`` (at least one, of one schema) as an Arrow IPC stream
+    (the schema's message, each batch's, the end-of-stream marker, in one write): a free
+    file written over when there is one, else a new one."""
     path = _claim(directory)
     try:
-        with open(path, "r+b", buffering=0) as f:
-            sink = pa.PythonFile(f, mode="w")
-            with pa.ipc.new_stream(sink, batches[0].schema) as writer:
-                for batch in batches:
-                    writer.write_batch(batch)
+        parts = [batches[0].schema.serialize(), *(b.serialize() for b in batches), END_OF_STREAM]
+        fd = os.open(path, os.O_WRONLY)
+        try:
+            _write_all(fd, parts)
+        finally:
+            os.close(fd)
     except BaseException:
         _unlink(path)
         raise
     return path
+
+
+def _write_all(fd: int, parts: list[Any]) -> None:
+    views = [memoryview(p).cast("B") for p in parts]
+    while views:
+        done = os.writev(fd, views)
+        while views and done >= len(views[0]):
+            done -= len(views[0])
+            views.pop(0)
+        if views and done:
+            views[0] = views[0][done:]
 
 
 def _claim(directory: Path) -> str:
@@ -119,7 +144,7 @@ def _free_files(directory: Path) -> list[str]:
     return kept
 
 
-def batch_files(batches: Iterable[pa.RecordBatch], directory: Path, *,
+def batch_files(batches: Iterable[Message], directory: Path, *,
                 per_file: int = BATCHES_PER_FILE, first: int = FIRST_FILE_BATCHES,
                 ahead: int = FILES_AHEAD,
                 reader_alive: Callable[[], bool] = lambda: True,
@@ -155,10 +180,10 @@ def batch_files(batches: Iterable[pa.RecordBatch], directory: Path, *,
                 _unlink(path)
 
 
-def _groups(batches: Iterable[pa.RecordBatch], size: int, first: int) -> Iterator[list[pa.RecordBatch]]:
+def _groups(batches: Iterable[Message], size: int, first: int) -> Iterator[list[Message]]:
     """``batches`` in lists of ``size`` after a first list of ``first``, the last one shorter
     when they do not divide."""
-    group: list[pa.RecordBatch] = []
+    group: list[Message] = []
     for batch in batches:
         group.append(batch)
         if len(group) == first:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import array
 import threading
 import zlib
+from dataclasses import replace
 
 import numpy as np
 import pyarrow as pa
@@ -409,3 +410,113 @@ def test_text_that_is_not_ascii_is_kept_and_text_that_is_not_utf8_is_refused() -
     bad = data.replace("vé".encode(), b"v\xff\xfe")           # same length, not UTF-8
     with pytest.raises(RemoteProtocolError, match="not UTF-8"):
         columnar.decode_parts([bad], Window(0, 10))
+
+
+# ------------------------------------------------------------------ IPC messages built in C
+
+def from_message(encoded: columnar.Encoded) -> pa.RecordBatch:
+    batch = pa.ipc.read_record_batch(pa.py_buffer(encoded.message), columnar.SOURCE_SCHEMA)
+    batch.validate(full=True)
+    return batch
+
+
+def test_the_compiled_encoder_takes_pyarrows_message_layout() -> None:
+    assert columnar._ENCODER, "the compiled encoder did not take the layout of pyarrow's messages"
+
+
+PLAIN_WINDOWS = st.builds(Window, start=st.integers(0, 20), end=st.integers(20, 70), broker=st.just("broker-a"))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(bodies(), PLAIN_WINDOWS, st.integers(1, 5), st.lists(st.booleans(), min_size=5, max_size=5),
+       st.sampled_from([-1, 3, 30]))
+def test_encoded_messages_hold_what_decode_parts_keeps(messages: list[MessageExt], window: Window, parts: int,
+                                                       noted: list[bool], last: int) -> None:
+    encoded = [encode_message(m) for m in messages]
+    cut = max(1, len(encoded) // parts)
+    pieces = [b"".join(encoded[i:i + cut]) for i in range(0, len(encoded), cut)]
+    mixed = [walked(b) if noted[i % 5] else b for i, b in enumerate(pieces)]
+    want, want_last = columnar.decode_parts(pieces, window, last)
+    got = columnar.encode_parts(mixed, window, last, max_rows=4096)
+    assert got is not None
+    message, got_last = got
+    assert got_last == want_last
+    if want.num_rows == 0:
+        assert message is None
+    else:
+        assert message is not None and message.num_rows == want.num_rows
+        assert same(from_message(message), want)
+
+
+def test_encoded_messages_leave_tag_filters_retry_topics_and_big_runs_to_pyarrow() -> None:
+    msgs = [MessageExt(topic="orders", body=b"b%d" % i, queue_offset=i, properties={"TAGS": "TagA"})
+            for i in range(5)]
+    data = b"".join(encode_message(m) for m in msgs)
+    assert columnar.encode_parts([data], Window(0, 10, frozenset({"TagA"}), "b"), -1, 4096) is None
+    assert columnar.encode_parts([data], Window(0, 10, broker="b", restore_retry_topic_of=GROUP), -1, 4096) is None
+    assert columnar.encode_parts([data], Window(0, 10, broker="b"), -1, 4) is None      # 5 rows > 4
+    message, last = columnar.encode_parts([data], Window(0, 10, broker="b"), -1, 5)
+    assert message is not None and message.num_rows == 5 and last == 4
+    assert columnar.encode_parts([data], Window(5, 10, broker="b"), -1, 5) == (None, -1)
+    assert columnar.encode_parts([data], Window(0, 10, broker="b"), 4, 5) == (None, 4)
+
+
+def test_a_record_the_encoder_cannot_read_goes_to_the_path_that_names_the_damage() -> None:
+    good = b"".join(encode_message(MessageExt(topic="t", body=b"%d" % i, queue_offset=i)) for i in range(3))
+    bad_magic = bytearray(good)
+    bad_magic[4:8] = b"\x00\x00\x00\x01"
+    assert columnar.encode_parts([bytes(bad_magic)], Window(0, 10, broker="b"), -1, 10) is None
+    with pytest.raises(RemoteProtocolError):      # a size that does not fit: the walk's error
+        columnar.encode_parts([good[:-1]], Window(0, 10, broker="b"), -1, 10)
+    with pytest.raises(RemoteProtocolError, match="record starts do not fit"):
+        columnar.encode_parts([WalkedBodies(good, array.array("i", [4]).tobytes())], Window(0, 10), -1, 10)
+
+
+def test_the_batcher_encodes_where_it_can_and_builds_batches_where_it_cannot() -> None:
+    msgs = [MessageExt(topic="t", body=b"b%d" % i, queue_offset=i, properties={"K": "v", "UNIQ_KEY": "U%d" % i})
+            for i in range(100)]
+    msgs[45] = replace(msgs[45], body=zlib.compress(b"b45"), sys_flag=MessageSysFlag.COMPRESSED)
+    pulls = [b"".join(encode_message(m) for m in msgs[i:i + 10]) for i in range(0, 100, 10)]
+    window = Window(3, 97, broker="broker-a")
+    items = list(BodyBatcher(window, max_rows=20, encoded=True).batches(pulls))
+    kinds = [type(i) for i in items]
+    assert kinds == [columnar.Encoded, columnar.Encoded, pa.RecordBatch, columnar.Encoded, columnar.Encoded]
+    got = pa.Table.from_batches([from_message(i) if isinstance(i, columnar.Encoded) else i for i in items])
+    want = pa.Table.from_batches(list(BodyBatcher(window, max_rows=20).batches(pulls)))
+    assert got.equals(want) and got.column("queue_offset").to_pylist() == list(range(3, 97))
+
+
+def test_a_layout_of_another_schema_is_refused() -> None:
+    other = pa.record_batch({"i": pa.array([1, 2], pa.int64())})
+    with pytest.raises(ValueError, match="not 18 and 46"):
+        columnar.message_layout(other)
+    if columnar._compiled is not None:
+        with pytest.raises(ValueError, match="does not fit"):
+            columnar._compiled.set_layout(b"\x00" * 16, 0, 8, 0, 0)
+
+
+def test_the_encoder_keeps_utf8_text_and_leaves_the_rest_to_the_path_that_refuses_it() -> None:
+    msgs = [MessageExt(topic="订单" if i == 2 else "t", body=b"b", queue_offset=i,
+                       properties={"K": "vé\u2603" if i == 1 else "ascii", "TAGS": "标签"}) for i in range(3)]
+    data = b"".join(encode_message(m) for m in msgs)
+    got = columnar.encode_parts([data], Window(0, 10, broker="b"), -1, 10)
+    assert got is not None and got[0] is not None
+    assert same(from_message(got[0]), columnar.decode_parts([data], Window(0, 10, broker="b"))[0])
+    for bad in (data.replace("vé".encode(), b"v\xff\xfe"),           # not UTF-8
+                data.replace("\u2603".encode(), b"\xed\xa0\x80")):    # a surrogate
+        assert columnar.encode_parts([bad], Window(0, 10, broker="b"), -1, 10) is None
+        with pytest.raises(RemoteProtocolError, match="not UTF-8"):
+            list(BodyBatcher(Window(0, 10, broker="b"), 10, encoded=True).batches([bad]))
+    # each value on its own: a character cut between a name and its value is not UTF-8
+    # although the two side by side are
+    snowman = "\u2603".encode()
+    split = _with_properties_bytes(b"N" + snowman[:1] + b"\x01" + snowman[1:] + b"v", 0)
+    assert columnar.encode_parts([split], Window(0, 10, broker="b"), -1, 10) is None
+
+
+def _with_properties_bytes(text: bytes, offset: int) -> bytes:
+    raw = bytearray(encode_message(MessageExt(topic="t", body=b"b", queue_offset=offset, properties={"P": "x"})))
+    old = "P\x01x".encode()
+    raw = raw[:-len(old) - 2] + len(text).to_bytes(2, "big") + text
+    raw[0:4] = len(raw).to_bytes(4, "big")
+    return bytes(raw)

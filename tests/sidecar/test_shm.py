@@ -173,3 +173,17 @@ def test_sweep_and_a_closing_sidecar_remove_taken_and_free_files(tmp_path: Path)
         reader.take(p)
     reader.close()
     assert shm.drop_free(tmp_path) == 2 and names(tmp_path) == []
+
+
+def test_messages_encoded_in_advance_and_batches_make_one_stream(tmp_path: Path) -> None:
+    from rocketmq_spark.remoting.message import MessageExt, encode_message
+    from rocketmq_spark.sidecar import columnar
+
+    data = b"".join(encode_message(MessageExt(topic="t", body=b"b%d" % i, queue_offset=i)) for i in range(6))
+    window = columnar.Window(0, 6, broker="broker-a")
+    got = columnar.encode_parts([data], window, -1, 100)
+    assert got is not None and got[0] is not None
+    batch, _ = columnar.decode_parts([data], window)
+    path = shm.write_batches([got[0], batch, got[0]], tmp_path)
+    read = shm.FileReader().take(path)
+    assert [b.equals(batch) for b in read] == [True, True, True]
