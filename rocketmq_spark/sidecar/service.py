@@ -13,7 +13,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Callable, Iterable, Iterator, Mapping, Sequence, TypeVar
 
 import pyarrow as pa
 
@@ -36,6 +36,8 @@ from rocketmq_spark.sidecar.transactions import Transactions, validate_halves
 from rocketmq_spark.structs import HalfMessage, QueueOffsets, SendResult, WalkedBodies
 
 log = logging.getLogger(__name__)
+
+_Batch = TypeVar("_Batch", "pa.RecordBatch", "columnar.Encoded")   # what a range is served as
 
 ClientFactory = Callable[[Cluster], MQClient]
 PULL_READAHEAD = 4       # bodies fetched ahead by a thread when a range is read one pull at a time
@@ -205,7 +207,8 @@ class SidecarService:
         """Remove the shared-memory files kept for reuse that are past the pool or unused."""
         shm.trim(shm.shm_dir(self.runtime_dir))
 
-    def _batches(self, cluster: Cluster, spec: PullSpec, *, encoded: bool = False) -> Iterator[pa.RecordBatch]:
+    def _batches(self, cluster: Cluster, spec: PullSpec, *,
+                 encoded: bool = False) -> Iterator["pa.RecordBatch | columnar.Encoded"]:
         """The range's rows as record batches, produced pull by pull; ``encoded``: as IPC
         messages already (``columnar.Encoded``) where the compiled encoder applies."""
         client = self.client(cluster)
@@ -242,7 +245,7 @@ class SidecarService:
             with direct(spec.queue, fresh=True) as puller:
                 yield from read_chunks(puller, spec, self.pull_policy)
 
-    def _served(self, spec: PullSpec, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    def _served(self, spec: PullSpec, batches: Iterator[_Batch]) -> Iterator[_Batch]:
         """Pass ``batches`` through; once the range is read whole, count it and log one line
         (which sidecar served which reads is what a deployment's logs must show)."""
         rows = 0

@@ -98,6 +98,8 @@ def _write_all(fd: int, parts: list[Any]) -> None:
     views = [memoryview(p).cast("B") for p in parts]
     while views:
         done = os.writev(fd, views)
+        if done <= 0:
+            raise OSError(f"writing a batch file: writev wrote {done} bytes")
         while views and done >= len(views[0]):
             done -= len(views[0])
             views.pop(0)
