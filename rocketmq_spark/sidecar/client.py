@@ -16,7 +16,7 @@ import grpc
 import pyarrow as pa
 
 from rocketmq_spark.remoting.route import MessageQueue
-from rocketmq_spark.sidecar import arrow, shm
+from rocketmq_spark.sidecar import arrow, liveness, shm
 from rocketmq_spark.sidecar import converters as cv
 from rocketmq_spark.sidecar.model import (DEFAULT_MAX_ROWS_PER_BATCH, DEFAULT_PULL_BATCH_SIZE,
                                           SIDECAR_GROUP, Cluster, CommitOutcome, HealthInfo, Outgoing,
@@ -124,10 +124,13 @@ class SidecarClient:
 
     def lock(self, cluster: Cluster | str, consumer_group: str, owner_id: str,
              queues: Sequence[MessageQueue], *, keep_renewed: bool = True) -> frozenset[MessageQueue]:
-        """Lock ``queues`` for ``owner_id``; returns those granted now."""
+        """Lock ``queues`` for ``owner_id``; returns those granted now. With
+        ``keep_renewed``, the sidecar renews them for as long as this process keeps calling
+        (a lease), and stops at once when it sees this process gone (same host)."""
         r = self._call(self._stub.Lock, pb.LockRequest(
             cluster=cv.cluster_to_pb(Cluster.of(cluster)), consumer_group=consumer_group,
-            owner_id=owner_id, queues=_queues(queues), keep_renewed=keep_renewed))
+            owner_id=owner_id, queues=_queues(queues), keep_renewed=keep_renewed,
+            holder=cv.holder_to_pb(liveness.current())))
         return frozenset(cv.queues_from_pb(r.locked))
 
     def unlock(self, cluster: Cluster | str, consumer_group: str, owner_id: str,

@@ -10,6 +10,7 @@ from typing import Iterable, Mapping
 
 from rocketmq_spark.errors import ConfigError
 from rocketmq_spark.remoting.route import MessageQueue
+from rocketmq_spark.sidecar.liveness import ProcessRef
 from rocketmq_spark.sidecar.model import (
     DEFAULT_MAX_RECONSUME_TIMES, DEFAULT_MAX_ROWS_PER_BATCH, DEFAULT_PULL_BATCH_SIZE,
     SIDECAR_GROUP, Cluster, CommitOutcome, HealthInfo, Outgoing, PullSpec, SendBackItem, TxnRef)
@@ -63,6 +64,21 @@ def queues_from_pb(qs: Iterable[pb.MessageQueue]) -> list[MessageQueue]:
 
 
 # ---------------------------------------------------------------- health
+
+def holder_to_pb(r: ProcessRef | None) -> pb.ProcessRef | None:
+    if r is None:
+        return None
+    return pb.ProcessRef(boot_id=r.boot_id, pid_namespace=r.pid_namespace, pid=r.pid,
+                         start_ticks=r.start_ticks)
+
+
+def holder_from_pb(r: pb.LockRequest) -> ProcessRef | None:
+    """The lock request's holder, None when the caller named none."""
+    if not r.HasField("holder"):
+        return None
+    h = r.holder
+    return ProcessRef(h.boot_id, h.pid_namespace, h.pid, h.start_ticks)
+
 
 def health_to_pb(h: HealthInfo) -> pb.HealthResponse:
     return pb.HealthResponse(version=h.version, api=h.api, pid=h.pid, uptime_ms=h.uptime_ms)

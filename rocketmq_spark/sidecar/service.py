@@ -27,6 +27,7 @@ from rocketmq_spark.remoting.codes import RequestCode
 from rocketmq_spark.remoting.route import MessageQueue
 from rocketmq_spark.sidecar import arrow, columnar, offsets, send, shm
 from rocketmq_spark.sidecar.locks import LOCK_LEASE, LOCK_RENEW_INTERVAL, LockKeeper, LockKey
+from rocketmq_spark.sidecar.liveness import ProcessRef
 from rocketmq_spark.sidecar.model import (API_VERSION, TAG_PROPERTY, Cluster, CommitOutcome, HealthInfo,
                                           Outgoing, PullSpec, SendBackItem, TxnRef, TxnTag, queue_name)
 from rocketmq_spark.sidecar.producers import ProducerKeeper
@@ -74,7 +75,7 @@ class SidecarService:
         self.runtime_dir = Path(tempfile.gettempdir())   # set by the server to its own directory
         self._last_sweep = 0.0
         self.locks = LockKeeper(self._lock_batch, interval=lock_interval,
-                                lease=max(LOCK_LEASE, 3 * lock_interval))
+                                lease=max(LOCK_LEASE, 3 * lock_interval), on_gone=self._holder_gone)
         # Queues each owner locked without keep_renewed, so "unlock all" finds them too.
         self._locked_once: dict[LockKey, set[MessageQueue]] = {}
         self._locks_mutex = threading.Lock()
@@ -160,12 +161,14 @@ class SidecarService:
             return self._owner_mutexes.setdefault(key, threading.Lock())
 
     def lock(self, cluster: Cluster, group: str, owner: str, queues: Sequence[MessageQueue],
-             keep_renewed: bool = True) -> frozenset[MessageQueue]:
+             keep_renewed: bool = True, *, holder: ProcessRef | None = None) -> frozenset[MessageQueue]:
+        """Lock ``queues`` for ``owner``; with ``keep_renewed``, keep them locked while the
+        caller keeps asking (a lease) and ``holder``, the calling process, runs."""
         key = LockKey(cluster, _require(group, "consumer_group"), _require(owner, "owner_id"))
         with self._owner_mutex(key):
             granted = self._lock_batch(cluster, group, owner, frozenset(queues))
             if keep_renewed:
-                self.locks.hold(key, queues, granted)
+                self.locks.hold(key, queues, granted, holder)
             else:
                 with self._locks_mutex:
                     self._locked_once.setdefault(key, set()).update(granted)
@@ -188,6 +191,13 @@ class SidecarService:
                     self._locked_once.pop(key, None)
             if targets:
                 self.client(cluster).unlock_batch(group, owner, sorted(targets))
+
+    def _holder_gone(self, key: LockKey, queues: frozenset[MessageQueue]) -> None:
+        """The process that held ``key``'s locks is gone (the lock keeper saw it): unlock
+        them, unless the owner has locked again meanwhile (a restarted query)."""
+        with self._owner_mutex(key):
+            if queues and not self.locks.held(key):
+                self.client(key.cluster).unlock_batch(key.group, key.owner, sorted(queues))
 
     def pull(self, cluster: Cluster, spec: PullSpec) -> Iterator[bytes]:
         """The range as one Arrow IPC stream, in chunks, produced pull by pull."""

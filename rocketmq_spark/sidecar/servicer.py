@@ -89,7 +89,7 @@ class SidecarServicer(pb_grpc.SidecarServicer):
     def Lock(self, request: pb.LockRequest, context: grpc.ServicerContext) -> pb.LockResponse:
         got = self.service.lock(cv.cluster_from_pb(request.cluster), request.consumer_group,
                                 request.owner_id, cv.queues_from_pb(request.queues),
-                                request.keep_renewed)
+                                request.keep_renewed, holder=cv.holder_from_pb(request))
         return pb.LockResponse(locked=[cv.queue_to_pb(q) for q in sorted(got)])
 
     @grpc_errors

@@ -58,6 +58,8 @@ LEASE_RENEW_SECONDS = 20.0   # well inside the sidecar's lock lease (90 s)
 log = logging.getLogger(__name__)
 
 UNLOCK_TIMEOUT = 5.0     # seconds
+# How long SIGTERM waits for stop(): a lease renewal under way, then the unlock.
+SIGTERM_STOP_WAIT = 2 * UNLOCK_TIMEOUT + 1.0
 
 
 class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -280,6 +282,13 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         ``finally``. So once this reader holds locks, the first SIGTERM unlocks (ignoring
         further ones meanwhile), then does what it would have done: the previous handler,
         or the default (terminate).
+
+        The handler runs in the main thread wherever the signal interrupted it, maybe
+        holding a lock that the unlock needs too (the gRPC client's). So ``stop()`` runs in
+        a thread of its own, and the handler waits for it at most ``SIGTERM_STOP_WAIT``
+        seconds. If the unlock cannot finish, the process ends anyway, and a sidecar on this
+        host sees it gone and unlocks (``sidecar.locks``); a remote one stops renewing when
+        the lease lapses.
         """
         if self._sigterm_hooked or threading.current_thread() is not threading.main_thread():
             return
@@ -288,7 +297,12 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         def on_sigterm(signum: int, frame: FrameType | None) -> None:
             signal.signal(signal.SIGTERM, signal.SIG_IGN)
             try:
-                self.stop()
+                stopping = threading.Thread(target=self.stop, name="rocketmq-unlock", daemon=True)
+                stopping.start()
+                stopping.join(SIGTERM_STOP_WAIT)
+                if stopping.is_alive():
+                    log.warning("consumer group %s: unlocking its queues took more than %.0f s; "
+                                "ending without it", self.opts.consumer_group, SIGTERM_STOP_WAIT)
             finally:
                 if callable(previous):
                     signal.signal(signal.SIGTERM, previous)

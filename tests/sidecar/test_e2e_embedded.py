@@ -19,6 +19,8 @@ from rocketmq_spark.sidecar import Outgoing, SendBackItem
 from rocketmq_spark.sidecar.client import SidecarClient
 from rocketmq_spark.sidecar.errors import DataLossError
 from rocketmq_spark.sidecar.pull import PullPolicy
+from rocketmq_spark.sidecar.locks import LockKey
+from rocketmq_spark.sidecar.model import Cluster
 from rocketmq_spark.sidecar.server import SidecarServer
 from rocketmq_spark.sidecar.service import SidecarService
 from rocketmq_spark.structs import Message
@@ -293,4 +295,34 @@ def test_stopping_a_sidecar_releases_its_kept_locks(mq: MQClient, ns: str) -> No
     finally:
         own.stop(grace=0)
     assert mq.lock_batch(group, "owner-y", qs) == frozenset(qs)
+    mq.unlock_batch(group, "owner-y", qs)
+
+
+def test_locks_of_a_process_that_died_come_free_at_once(server: SidecarServer, mq: MQClient,
+                                                        ns: str) -> None:
+    """A reader killed without unlocking (SIGKILL): the sidecar on its host sees the process
+    gone and unlocks its queues, instead of renewing them until the lease lapses (90 s)."""
+    import subprocess
+    import sys
+
+    topic = new_topic(mq, queues=2)
+    qs = mq.subscribe_queues(topic)
+    group = unique("sc_group_dead")
+    script = ("import sys; from rocketmq_spark.sidecar.client import SidecarClient; "
+              "from rocketmq_spark.remoting.route import MessageQueue; "
+              f"qs = [MessageQueue(*q) for q in {[(q.topic, q.broker_name, q.queue_id) for q in qs]!r}]; "
+              f"got = SidecarClient({server.address!r}).lock({ns!r}, {group!r}, 'owner-x', qs); "
+              "print(len(got), flush=True); sys.stdin.read()")
+    child = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == str(len(qs))
+        rounds = server.service.locks.rounds
+        assert wait_until(lambda: server.service.locks.rounds >= rounds + 2)   # renewed meanwhile
+        assert mq.lock_batch(group, "owner-y", qs) == frozenset()
+    finally:
+        child.kill()
+        child.wait(10)
+    assert wait_until(lambda: mq.lock_batch(group, "owner-y", qs) == frozenset(qs), 10)
+    assert server.service.locks.held(LockKey(Cluster.of(ns), group, "owner-x")) == frozenset()
     mq.unlock_batch(group, "owner-y", qs)

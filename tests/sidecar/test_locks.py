@@ -89,6 +89,49 @@ def test_a_registration_whose_owner_stopped_asking_is_no_longer_renewed() -> Non
     keeper.close()
 
 
+def test_a_registration_whose_holder_is_gone_is_released_and_handed_on() -> None:
+    from rocketmq_spark.sidecar.liveness import ProcessRef
+
+    rec = Recorder()
+    states = {1: True, 2: True, 3: None}           # pid -> what liveness.alive answers
+    handed: list[tuple[LockKey, frozenset]] = []
+    keeper = LockKeeper(rec, interval=20.0, alive=lambda ref: states[ref.pid],
+                        on_gone=lambda key, queues: handed.append((key, queues)))
+    ref = {pid: ProcessRef("boot", 1, pid, 100) for pid in states}
+    a, b, remote, anon = (LockKey(C, "g", o) for o in ("a", "b", "remote", "anon"))
+    keeper.hold(a, Q[:1], holder=ref[1])
+    keeper.hold(b, Q[1:2], holder=ref[2])
+    keeper.hold(remote, Q[2:], holder=ref[3])       # taken where liveness cannot tell
+    keeper.hold(anon, Q[2:])                        # no holder named
+    assert keeper.release_gone() == {} and handed == []
+    states[1] = False
+    assert keeper.release_gone() == {a: frozenset(Q[:1])}
+    assert handed == [(a, frozenset(Q[:1]))] and keeper.held(a) == frozenset()
+    keeper.renew_all()
+    assert sorted(c[1] for c in rec.calls) == ["anon", "b", "remote"]
+    # the same owner locks again from a new process: that one is watched now
+    keeper.hold(b, Q[1:2], holder=ref[1])
+    assert keeper.release_gone() == {b: frozenset(Q[1:2])}
+    keeper.hold(b, Q[1:2])                          # and one that names no holder is not
+    assert keeper.release_gone() == {} and keeper.held(b) == frozenset(Q[1:2])
+    keeper.close()
+
+
+def test_the_keeper_thread_watches_the_holders_between_renewals() -> None:
+    from rocketmq_spark.sidecar.liveness import ProcessRef
+
+    gone = threading.Event()
+    running = [True]
+    keeper = LockKeeper(Recorder(), interval=3600.0, lease=7200.0,
+                        alive=lambda ref: running[0], on_gone=lambda key, queues: gone.set())
+    try:
+        keeper.hold(LockKey(C, "g", "o"), Q, holder=ProcessRef("boot", 1, 7, 100))
+        running[0] = False
+        assert gone.wait(10)           # within a watch interval (2 s), not the renew interval
+    finally:
+        keeper.close()
+
+
 def test_lease_must_outlast_the_renew_interval() -> None:
     import pytest
 

@@ -165,6 +165,49 @@ def test_stop_unlocks_after_a_lease_renewal_under_way(monkeypatch):
     assert b.unlocked[:-1] == ["locked", "renewed"]
 
 
+def test_sigterm_ends_the_process_even_when_the_unlock_cannot_finish(monkeypatch):
+    """SIGTERM runs stop() in a thread of its own and waits for it a bounded time: the
+    main thread, interrupted wherever it was, may hold a lock the unlock needs. Then it does
+    what it would have done (here: the previous handler)."""
+    import os
+    import signal
+    import threading
+
+    from rocketmq_spark.spark import stream_reader
+
+    monkeypatch.setattr(stream_reader, "SIGTERM_STOP_WAIT", 0.2)
+    client_lock = threading.Lock()     # stands for a lock inside the shared gRPC client
+
+    unlocked = threading.Event()
+
+    class Stuck(Broker):
+        def unlock(self, cluster, group, owner, queues=()):
+            if not client_lock.acquire(timeout=5):   # in the main thread: never
+                return
+            client_lock.release()
+            super().unlock(cluster, group, owner, queues)
+            unlocked.set()
+
+    b = Stuck(maxs={q(0): 10})
+    r = reader(b, startingOffsets="earliest")
+    received: list[tuple[int, bool]] = []
+    original = signal.signal(signal.SIGTERM,
+                             lambda signum, frame: received.append((signum, client_lock.locked())))
+    try:
+        r.latestOffset(r.initialOffset(), ReadAllAvailable())    # locks, hooks SIGTERM
+        with client_lock:                                        # SIGTERM comes meanwhile
+            os.kill(os.getpid(), signal.SIGTERM)
+            for _ in range(1000):                                # the handler runs between these
+                if received:
+                    break
+            assert received == [(signal.SIGTERM, True)] and b.unlocked == []
+        # the unlock, let go, finishes in its thread
+        assert unlocked.wait(10) and b.unlocked == [("g", r.opts.lock_owner)]
+    finally:
+        r._lease_stop.set()
+        signal.signal(signal.SIGTERM, original)
+
+
 def test_concurrent_mode_takes_no_locks_and_reads_the_retry_topic():
     retry = MessageQueue("%RETRY%g", "broker-a", 0)
     b = Broker(maxs={q(0): 10, q(1): 20, retry: 3}, held_by_other={q(1)})

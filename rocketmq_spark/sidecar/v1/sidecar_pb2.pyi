@@ -129,18 +129,32 @@ class SearchOffsetsResponse(_message.Message):
     def __init__(self, offsets: _Optional[_Iterable[_Union[QueueOffset, _Mapping]]] = ...) -> None: ...
 
 class LockRequest(_message.Message):
-    __slots__ = ("cluster", "consumer_group", "owner_id", "queues", "keep_renewed")
+    __slots__ = ("cluster", "consumer_group", "owner_id", "queues", "keep_renewed", "holder")
     CLUSTER_FIELD_NUMBER: _ClassVar[int]
     CONSUMER_GROUP_FIELD_NUMBER: _ClassVar[int]
     OWNER_ID_FIELD_NUMBER: _ClassVar[int]
     QUEUES_FIELD_NUMBER: _ClassVar[int]
     KEEP_RENEWED_FIELD_NUMBER: _ClassVar[int]
+    HOLDER_FIELD_NUMBER: _ClassVar[int]
     cluster: Cluster
     consumer_group: str
     owner_id: str
     queues: _containers.RepeatedCompositeFieldContainer[MessageQueue]
     keep_renewed: bool
-    def __init__(self, cluster: _Optional[_Union[Cluster, _Mapping]] = ..., consumer_group: _Optional[str] = ..., owner_id: _Optional[str] = ..., queues: _Optional[_Iterable[_Union[MessageQueue, _Mapping]]] = ..., keep_renewed: _Optional[bool] = ...) -> None: ...
+    holder: ProcessRef
+    def __init__(self, cluster: _Optional[_Union[Cluster, _Mapping]] = ..., consumer_group: _Optional[str] = ..., owner_id: _Optional[str] = ..., queues: _Optional[_Iterable[_Union[MessageQueue, _Mapping]]] = ..., keep_renewed: _Optional[bool] = ..., holder: _Optional[_Union[ProcessRef, _Mapping]] = ...) -> None: ...
+
+class ProcessRef(_message.Message):
+    __slots__ = ("boot_id", "pid_namespace", "pid", "start_ticks")
+    BOOT_ID_FIELD_NUMBER: _ClassVar[int]
+    PID_NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    PID_FIELD_NUMBER: _ClassVar[int]
+    START_TICKS_FIELD_NUMBER: _ClassVar[int]
+    boot_id: str
+    pid_namespace: int
+    pid: int
+    start_ticks: int
+    def __init__(self, boot_id: _Optional[str] = ..., pid_namespace: _Optional[int] = ..., pid: _Optional[int] = ..., start_ticks: _Optional[int] = ...) -> None: ...
 
 class LockResponse(_message.Message):
     __slots__ = ("locked",)
