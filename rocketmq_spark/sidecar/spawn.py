@@ -24,7 +24,6 @@ import threading
 import time
 from pathlib import Path
 
-import filelock
 import grpc
 
 import rocketmq_spark
@@ -173,6 +172,8 @@ def ensure_sidecar(runtime_dir: Path | str | None = None, *,
 
     info = live()                                  # fast path: no lock when it runs
     if info is None:
+        import filelock   # here: most processes find the sidecar running (8 ms of imports)
+
         lock = filelock.FileLock(str(d / LOCK_NAME), timeout=start_timeout + 30, mode=0o600)
         try:
             with lock:
