@@ -6,7 +6,8 @@ When the reader runs on the sidecar's host, the sidecar can see sooner that it i
 ``ProcessRef`` names the process (pid and start time) and where its pid means that process
 (the kernel's boot id and the pid namespace). ``alive`` answers True or False when the ref
 was taken in the sidecar's own namespace, and None (cannot tell) anywhere else: another
-host, another container, or a system without /proc.
+host, another container, a system without /proc, or a process that /proc hides from the
+sidecar (``hidepid``, another user's).
 """
 
 from __future__ import annotations
@@ -35,18 +36,26 @@ def _namespace(proc: Path) -> int:
     return os.stat(proc / "self/ns/pid").st_ino
 
 
-def start_ticks(pid: int, proc: Path = PROC) -> int | None:
-    """The start time of process ``pid``, or None when there is none (or only its exit
-    status is left: a zombie)."""
+_EXITED = ("Z", "X")   # states (field 3) of a process of which only its exit status is left
+
+
+def _stat(pid: int, proc: Path) -> tuple[str, int] | None:
+    """(state, start time in clock ticks after boot) of process ``pid``, or None when /proc
+    shows no such process."""
     try:
         text = (proc / str(pid) / "stat").read_text()
-    except (FileNotFoundError, ProcessLookupError):
+    except OSError:          # none, or hidden from us
         return None
     # the command name (field 2) is in parentheses and may hold spaces and ')'
     fields = text[text.rindex(")") + 2:].split()
-    if fields[0] in ("Z", "X"):  # field 3, the state: exited
-        return None
-    return int(fields[19])       # field 22 (fields count from 1; field 3 is fields[0])
+    return fields[0], int(fields[19])   # fields 3 and 22 (fields count from 1)
+
+
+def start_ticks(pid: int, proc: Path = PROC) -> int | None:
+    """The start time of process ``pid``, or None when there is none (or only its exit
+    status is left: a zombie)."""
+    st = _stat(pid, proc)
+    return None if st is None or st[0] in _EXITED else st[1]
 
 
 @functools.lru_cache(maxsize=1)
@@ -76,4 +85,19 @@ def alive(ref: ProcessRef, proc: Path = PROC) -> bool | None:
     namespace), where its pid means nothing here."""
     if here(proc) != (ref.boot_id, ref.pid_namespace):
         return None
-    return start_ticks(ref.pid, proc) == ref.start_ticks
+    st = _stat(ref.pid, proc)
+    if st is None:
+        return _unseen(ref.pid)
+    return st[0] not in _EXITED and st[1] == ref.start_ticks
+
+
+def _unseen(pid: int) -> bool | None:
+    """A pid /proc does not show: gone (False) when there is no such process, None when
+    there is one that /proc hides from us (``hidepid``: another user's)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return None
+    return None

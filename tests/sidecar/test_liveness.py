@@ -68,3 +68,20 @@ def test_without_proc_nothing_is_named(tmp_path: Path) -> None:
     assert liveness._named(1, tmp_path) is None
     ref = ProcessRef("b", 1, 1, 1)
     assert liveness.alive(ref, tmp_path) is None
+
+
+def test_a_pid_proc_does_not_show_is_gone_only_when_no_such_process_exists(tmp_path: Path) -> None:
+    """With /proc mounted ``hidepid``, another user's processes have no entry: their pid
+    exists, so they are not taken for gone (the lease applies instead)."""
+    (tmp_path / "sys/kernel/random").mkdir(parents=True)
+    (tmp_path / "sys/kernel/random/boot_id").write_text("boot\n")
+    (tmp_path / "self/ns").mkdir(parents=True)
+    (tmp_path / "self/ns/pid").write_text("")
+    where = liveness.here(tmp_path)
+    assert where is not None
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait(10)
+    gone = ProcessRef(where[0], where[1], child.pid, 1)        # reaped: no such process
+    assert liveness.alive(gone, tmp_path) is False
+    hidden = ProcessRef(where[0], where[1], os.getpid(), 1)    # runs, but not in this /proc
+    assert liveness.alive(hidden, tmp_path) is None
