@@ -10,10 +10,12 @@ its Python workers and the sidecar they start all run on CPU 0. N messages of SI
 (default 1,000,000 of 100 B, 4 queues, 32 messages a pull: Apache's default cap) are read
 with Trigger.AvailableNow into ``noop`` by the rocketmq source, and the same number of rows
 by ``ceiling_source.py`` (its rows shaped like ours: SIZE-byte bodies, the same topic);
-each is run R times (best kept) after a warm-up of --warm rows each (200,000: Spark's JVM
-compiles its per-batch code as it goes, so a short warm-up left the first measured run
-slower). The two run back to back in pairs, which one goes first alternating from pair to
-pair, so neither side always meets the JVM less warm or the machine in other minutes.
+each is run R times (best kept) after a warm-up of --warm rows each, by default as many as
+a measured run: Spark's JVM compiles its per-batch code as it goes (after 200,000 rows, 16
+pairs gave a median of 1.32 / 0.75; after a full warm-up, 16 pairs alternating with those
+gave 1.21 / 0.82). The two run back to back in pairs, which one goes first alternating from
+pair to pair, so neither side always meets the JVM less warm or the machine in other
+minutes.
 Host CPU is the sum over the host's processes (Spark's JVM, its Python workers and source
 runner, the driver, the sidecar) of their own CPU time, each sampled every 0.1 s from a
 thread on CPU 1 (so a process that ends mid-run is charged to the run it ran in); CPU 0's
@@ -88,11 +90,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--queues", type=int, default=4)
     p.add_argument("--runs", type=int, default=2)
     p.add_argument("--pull-batch-size", type=int, default=32)
-    p.add_argument("--warm", type=int, default=200_000, help="rows each side reads before the measured runs")
+    p.add_argument("--warm", type=int, default=None,
+                   help="rows each side reads before the measured runs (default: --messages)")
     args = p.parse_args(argv)
     if len(os.sched_getaffinity(0)) < 2:
         raise SystemExit("needs two CPUs: one for the broker, one for the Spark host")
     n = args.messages
+    if args.warm is None:
+        args.warm = n
     root = Path(tempfile.mkdtemp(prefix="rmq-host-cost-"))
     sidecar_dir = root / "sidecar"
     sidecar_dir.mkdir(mode=0o700)
