@@ -63,7 +63,7 @@ def queues_from_pb(qs: Iterable[pb.MessageQueue]) -> list[MessageQueue]:
     return [queue_from_pb(q) for q in qs]
 
 
-# ---------------------------------------------------------------- health
+# ---------------------------------------------------------------- locks
 
 def holder_to_pb(r: ProcessRef | None) -> pb.ProcessRef | None:
     if r is None:
@@ -79,6 +79,8 @@ def holder_from_pb(r: pb.LockRequest) -> ProcessRef | None:
     h = r.holder
     return ProcessRef(h.boot_id, h.pid_namespace, h.pid, h.start_ticks)
 
+
+# ---------------------------------------------------------------- health
 
 def health_to_pb(h: HealthInfo) -> pb.HealthResponse:
     return pb.HealthResponse(version=h.version, api=h.api, pid=h.pid, uptime_ms=h.uptime_ms)
