@@ -10,22 +10,25 @@ serves over gRPC) reads every queue's whole range on T threads at a time, four w
 * ``pull + Arrow``: ``SidecarService.pull``, what a task on another host gets: pipelined
   pulls, the columnar decode into Arrow record batches, the Arrow IPC stream in chunks;
 * ``pull + shared-memory files``: ``SidecarService.pull_files``, what a task on the
-  sidecar's host gets: the same batches written as files in /dev/shm (each unlinked here
-  unread, as the reader would take it);
+  sidecar's host gets: the same batches written as files in /dev/shm, each taken and handed
+  back for reuse as a reader does (``shm.FileReader``: the mapping and the IPC stream's
+  opening are counted too);
 * ``pulls only`` (the reference): the same ranges' pulls alone, as the sidecar makes them
   (a connection of each range's own, answered in its thread: ``client/direct.py``), the
   pull bodies dropped undecoded: what the per-pull work (request, response, I/O) costs;
 * ``pulls only, shared transport``: the same over the client's shared, multiplexed
   connections (a reader thread and a future per pull), what the sidecar used before.
 
+This process sets glibc's allocator as the sidecar process does (``keep_freed_memory``).
 Prints messages/s and this process's CPU microseconds per message for each (the broker's
-CPU is its own process's), and the share of the CPU the pulls take.
+CPU is its own process's): the best and the median round, and the share of the CPU the pulls
+take.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
+import statistics
 import sys
 import threading
 import time
@@ -36,6 +39,8 @@ from typing import Callable
 from common import Timer, broker_process, produce_fast, table  # also puts the project root on sys.path
 
 from rocketmq_spark.client import ClientConfig, MQClient
+from rocketmq_spark.sidecar import shm
+from rocketmq_spark.sidecar.cli import keep_freed_memory
 from rocketmq_spark.sidecar.model import Cluster, PullSpec
 from rocketmq_spark.sidecar.pull import read_range
 from rocketmq_spark.sidecar.service import SidecarService
@@ -67,6 +72,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="the broker's cap on messages per pull (default Apache's 32)")
     p.add_argument("--rounds", type=int, default=3, help="each way is run this many times; best kept")
     args = p.parse_args(argv)
+    keep_freed_memory()                  # as the sidecar process does (sidecar/cli.py)
 
     with broker_process(max_transfer_count=args.broker_max_transfer) as addr:
         mq = MQClient(ClientConfig.parse(addr))
@@ -87,8 +93,12 @@ def main(argv: list[str] | None = None) -> int:
             return spec.end - spec.start
 
         def files(spec: PullSpec) -> int:
-            for path in service.pull_files(cluster, replace(spec, shared_memory=True)):
-                os.unlink(path)
+            reader = shm.FileReader()
+            try:
+                for path in service.pull_files(cluster, replace(spec, shared_memory=True)):
+                    reader.take(path)     # its batches dropped at once: handed back at the next
+            finally:
+                reader.close()
             return spec.end - spec.start
 
         def pulls(spec: PullSpec) -> int:          # the sidecar's own pull path (direct connections)
@@ -101,17 +111,19 @@ def main(argv: list[str] | None = None) -> int:
                 pass
             return spec.end - spec.start
 
+        ways = (("pull + Arrow", arrow), ("pull + shared-memory files", files), ("pulls only", pulls),
+                ("pulls only, shared transport", shared))
         try:
             run([PullSpec(ranges[0].queue, 0, min(2_000, ranges[0].end))], 1, arrow)    # connect, warm up
-            best = {name: min((run(ranges, args.threads, fn) for _ in range(args.rounds)), key=lambda r: r[1])
-                    for name, fn in (("pull + Arrow", arrow), ("pull + shared-memory files", files),
-                                     ("pulls only", pulls),
-                                     ("pulls only, shared transport", shared))}
+            rounds = {name: [run(ranges, args.threads, fn) for _ in range(args.rounds)] for name, fn in ways}
         finally:
             service.close()
 
-    rows = [{"way": name, "messages": n, "wall s": wall, "messages/s": n / wall, "CPU s": cpu,
-             "CPU us / message": cpu / n * 1e6} for name, (wall, cpu, n) in best.items()]
+    best = {name: min(r, key=lambda x: x[1]) for name, r in rounds.items()}
+    rows = [{"way": name, "messages": n, "wall s": wall, "messages/s": n / wall,
+             "CPU us / message": f"{cpu / n * 1e6:.3f}",
+             "median round": f"{statistics.median(r[1] for r in rounds[name]) / n * 1e6:.3f}"}
+            for name, (wall, cpu, n) in best.items()]
     print(table(rows))
     full, only = best["pull + Arrow"], best["pulls only"]
     print(f"\npulls / (pull + Arrow), CPU: {only[1] / full[1]:.2f}  "

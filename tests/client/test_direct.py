@@ -31,17 +31,21 @@ BROKER = "broker-a"
 Q = MessageQueue("T", BROKER, 1)
 
 
-def body(offset: int, n: int) -> bytes:
-    return b"".join(encode_message(MessageExt(topic="T", body=b"m%d" % i, queue_offset=i, queue_id=1))
-                    for i in range(offset, offset + n))
+def body(offset: int, n: int, big_from: int | None = None) -> bytes:
+    """The stored records of messages ``offset`` to ``offset + n``; from ``big_from`` on their
+    bodies are 3,000 bytes longer."""
+    return b"".join(encode_message(MessageExt(
+        topic="T", body=b"m%d" % i + (b"x" * 3000 if big_from is not None and i >= big_from else b""),
+        queue_offset=i, queue_id=1)) for i in range(offset, offset + n))
 
 
 class Broker:
     """Answers pulls (4 messages each) after ``hold`` of them arrived, last first."""
 
     def __init__(self, hold: int = 1, refuse_at: int | None = None, short_at: int | None = None,
-                 escaped_at: int | None = None, damaged_at: int | None = None) -> None:
-        self.hold, self.refuse_at = hold, refuse_at
+                 escaped_at: int | None = None, damaged_at: int | None = None,
+                 big_from: int | None = None) -> None:
+        self.hold, self.refuse_at, self.big_from = hold, refuse_at, big_from
         self.short_at, self.escaped_at = short_at, escaped_at      # 2 messages; a key with an escape
         self.damaged_at = damaged_at          # a body whose last record says it is longer
         self.pulls: list[RemotingCommand] = []
@@ -75,7 +79,7 @@ class Broker:
                 conn.send(answer(c, 0, ext=found_ext(offset, n), remark="FOUND", body=data))
                 continue
             if offset != self.escaped_at:
-                found(conn, c, n)
+                found(conn, c, n, self.big_from)
                 continue
             # valid JSON the compiled scanner leaves to Python
             header = json.dumps({"code": 0, "extFields": found_ext(offset, n), "flag": 1,
@@ -90,10 +94,10 @@ def found_ext(offset: int, n: int) -> dict[str, str]:
             "suggestWhichBrokerId": "0"}
 
 
-def found(conn: FakeConn, cmd: RemotingCommand, n: int) -> None:
+def found(conn: FakeConn, cmd: RemotingCommand, n: int, big_from: int | None = None) -> None:
     """A FOUND answer to ``cmd`` with the ``n`` messages from its offset."""
     offset = int(cmd.ext["queueOffset"])
-    conn.send(answer(cmd, 0, ext=found_ext(offset, n), remark="FOUND", body=body(offset, n)))
+    conn.send(answer(cmd, 0, ext=found_ext(offset, n), remark="FOUND", body=body(offset, n, big_from)))
 
 
 def client_for(server: FakeServer, **kw) -> MQClient:  # type: ignore[no-untyped-def]
@@ -310,6 +314,18 @@ def test_a_run_stops_after_about_max_rows_or_max_bytes(limit: dict, pulls: int) 
             bodies, resume = _run(p, 0, 1000, **limit)
     assert resume == 4 * pulls and len(broker.pulls) == pulls
     assert _data(bodies) == [b"".join(body(o, 4) for o in range(0, 4 * pulls, 4))]
+
+
+@pytest.mark.parametrize("big_from", [None, 4, 200])
+def test_a_long_run_holds_every_body_whatever_their_sizes(big_from: int | None) -> None:
+    # the run reserves room for all its pulls at the first answer, by that answer's size:
+    # bodies that grow past that estimate (and runs past the first allocation) must fit too
+    broker = Broker(hold=4, big_from=big_from)
+    with connected(broker) as c:
+        with c.direct_puller(Q) as p:
+            bodies, resume = _run(p, 0, 400, depth=8, max_bytes=64 << 20)
+    assert resume == 400
+    assert _data(bodies) == [b"".join(body(o, 4, big_from) for o in range(0, 400, 4))]
 
 
 def test_a_run_with_a_record_that_does_not_fit_hands_its_bytes_back_unwalked() -> None:
