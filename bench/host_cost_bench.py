@@ -2,7 +2,7 @@
 prebuilt-Arrow Python source of the same schema (the ceiling of any Python source).
 
     python bench/host_cost_bench.py [--messages N] [--size BYTES] [--queues Q] [--runs R]
-                                    [--pull-batch-size N] [--warm N]
+                                    [--pull-batch-size N] [--warm N] [--ceiling-twice]
 
 The broker runs in a subprocess pinned to CPU 1 (as a remote broker would: its CPU is not
 the Spark host's); this process pins itself to CPU 0 before Spark starts, so Spark's JVM,
@@ -24,7 +24,9 @@ cross-check.
 Prints rows/s, microseconds of host CPU per message, and the two ratios of the goal:
 CPU per message ours / ceiling (goal <= 1.3) and throughput ours / ceiling (goal >= 0.8),
 for the best runs and for each pair of runs, with their median: the machine's speed
-drifts between runs, and the pairs show by how much.
+drifts between runs, and the pairs show by how much. ``--ceiling-twice`` runs the ceiling
+on both sides: the ratios of two identical sources, i.e. how much of a pair's ratio is the
+spread of Spark itself.
 """
 
 from __future__ import annotations
@@ -92,6 +94,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--pull-batch-size", type=int, default=32)
     p.add_argument("--warm", type=int, default=None,
                    help="rows each side reads before the measured runs (default: --messages)")
+    p.add_argument("--ceiling-twice", action="store_true",
+                   help="the 'rocketmq' side is the ceiling source too: how far apart the pairs of "
+                        "two identical sources are, the spread any one pair carries")
     args = p.parse_args(argv)
     if len(os.sched_getaffinity(0)) < 2:
         raise SystemExit("needs two CPUs: one for the broker, one for the Spark host")
@@ -129,7 +134,9 @@ def main(argv: list[str] | None = None) -> int:
         results: dict[str, list[tuple[float, float, int]]] = {"rocketmq": [], "ceiling": []}
         splits: dict[str, list[dict[str, float]]] = {"rocketmq": [], "ceiling": []}
         measured = {
-            "rocketmq": lambda i: run(ours(topics["main"]), str(root / f"ck-ours-{i}"), "rocketmq"),
+            "rocketmq": lambda i: run(
+                ceiling_df(spark, n, body_size=args.size, topic=topics["main"], properties=shape)
+                if args.ceiling_twice else ours(topics["main"]), str(root / f"ck-ours-{i}"), "rocketmq"),
             "ceiling": lambda i: run(ceiling_df(spark, n, body_size=args.size, topic=topics["main"],
                                                 properties=shape), str(root / f"ck-ceiling-{i}")),
         }
@@ -151,6 +158,8 @@ def main(argv: list[str] | None = None) -> int:
         rows.append({"source": k, "rows": got, "wall s": wall, "rows/s": got / wall,
                      "host CPU s": host[k], "us CPU/msg": host[k] / got * 1e6,
                      "CPU 0 busy us/msg": cpu / got * 1e6})
+    if args.ceiling_twice:
+        print("--ceiling-twice: the rows named rocketmq are a second run of the ceiling source")
     print(table(rows))
     for k, runs in splits.items():     # of the best run: where the host CPU went, per message
         i = results[k].index(best[k])
@@ -160,6 +169,11 @@ def main(argv: list[str] | None = None) -> int:
     wall = best["rocketmq"][0]
     print(f"broker (CPU 1, not the host's): {cpu_busy_broker['rocketmq']:.1f} s busy in the "
           f"{wall:.1f} s of the best rocketmq run")
+    for i in range(args.runs):       # every run by process: which of them moves from run to run
+        print(f"pair {i + 1}: " + "; ".join(
+            f"{k} " + ", ".join(f"{role} {sec / n * 1e6:.2f}" for role, sec in splits[k][i].items()
+                                if role != "broker" and sec > 0)
+            for k in ("rocketmq", "ceiling")))
     pairs = []        # each pair's rocketmq run against its ceiling run: the spread
     for i in range(args.runs):
         ours_cpu, ceiling_cpu = host_seconds(splits["rocketmq"][i]), host_seconds(splits["ceiling"][i])
