@@ -14,12 +14,7 @@ written and waiting for its reader, who takes it by renaming it ``.taken`` and, 
 batch it read from it is gone (its mapping closes: no buffer holds it), hands it back by
 renaming it ``.free``. The sidecar writes its next batches into a ``.free`` file over the
 old bytes (an IPC stream ends at its end-of-stream marker), so the file's pages are not
-cleared, charged and freed again for every file: that cost more than the copy itself. The
-writer keeps a shared mapping of each file it wrote (``_Maps``) and copies the next batches
-into it: no write path of the kernel per page and no fault once a file's pages are mapped
-(half the cost of ``writev`` into the same file). A mapping is closed once its file is gone
-(unlinked by a reader or a sweep), at the next write or trim, so it never keeps a removed
-file's memory for long. A
+cleared, charged and freed again for every file: that cost more than the copy itself. A
 file whose batches are still held when the reader ends is unlinked instead (its mapping
 lives on until they are dropped). At most ``POOL_MAX`` files wait for reuse, none much
 longer than ``FREE_SECONDS`` (the sidecar trims the pool when it claims a file and once a
@@ -40,7 +35,6 @@ import logging
 import mmap
 import os
 import secrets
-import threading
 import time
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Protocol, Sequence
@@ -89,104 +83,15 @@ def write_batches(batches: Sequence[Message], directory: Path) -> str:
     path = _claim(directory)
     try:
         parts = [batches[0].schema.serialize(), *(b.serialize() for b in batches), END_OF_STREAM]
-        _MAPS.write(path, parts)
+        fd = os.open(path, os.O_WRONLY)
+        try:
+            _write_all(fd, parts)
+        finally:
+            os.close(fd)
     except BaseException:
         _unlink(path)
         raise
     return path
-
-
-MAPS_MAX = 32             # writer mappings kept, at most (a pool's files and those in flight)
-
-
-class _Maps:
-    """The writer's shared mappings of the files it wrote, by inode, kept while their files
-    exist: a file claimed again is written with a copy into pages mapped already. A file is
-    claimed by one writer at a time (an atomic rename), so a mapping is used by one thread
-    at a time; the lock guards only the table."""
-
-    def __init__(self) -> None:
-        self._maps: dict[int, tuple[int, mmap.mmap]] = {}    # inode -> (an open fd, mapping)
-        self._lock = threading.Lock()
-
-    def write(self, path: str, parts: list[Any]) -> None:
-        """``parts`` one after the other from the start of ``path`` (a file of ours)."""
-        views = [memoryview(p).cast("B") for p in parts]
-        total = sum(len(v) for v in views)
-        fd = os.open(path, os.O_RDWR)
-        try:
-            ino = os.fstat(fd).st_ino
-            self.prune()
-            with self._lock:
-                kept = self._maps.pop(ino, None)
-            if kept is not None and len(kept[1]) < total:
-                _close(kept)
-                kept = None
-            if kept is None:
-                kept = self._map(fd, total)
-            if kept is None:                    # cannot be mapped here: written the old way
-                _write_all(fd, parts)
-                return
-            at, mapped = 0, kept[1]
-            for v in views:
-                mapped[at:at + len(v)] = v
-                at += len(v)
-            with self._lock:
-                self._maps[ino] = kept
-                extra = list(self._maps)[:-MAPS_MAX] if len(self._maps) > MAPS_MAX else []
-                dropped = [self._maps.pop(k) for k in extra]
-            for d in dropped:
-                _close(d)
-        finally:
-            os.close(fd)
-
-    @staticmethod
-    def _map(fd: int, total: int) -> tuple[int, mmap.mmap] | None:
-        """A mapping of the whole file, at least ``total`` bytes, every page of it allocated
-        first: a write into a hole of a full /dev/shm would be a SIGBUS, where an allocation
-        that fails here is an error (and the writev way reports it as ENOSPC)."""
-        size = max(total, os.fstat(fd).st_size)
-        try:
-            os.posix_fallocate(fd, 0, size)
-            mapped = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
-        except (OSError, ValueError) as exc:
-            log.debug("batch file not mapped (%s): written with writev", exc)
-            return None
-        return os.dup(fd), mapped
-
-    def prune(self) -> None:
-        """Close the mappings of files no longer in the directory (unlinked: a reader that
-        did not hand its file back, a sweep, a trim)."""
-        with self._lock:
-            gone = [k for k, (fd, _) in self._maps.items() if _unlinked(fd)]
-            dropped = [self._maps.pop(k) for k in gone]
-        for d in dropped:
-            _close(d)
-
-    def close(self) -> None:
-        with self._lock:
-            dropped, self._maps = list(self._maps.values()), {}
-        for d in dropped:
-            _close(d)
-
-    def __len__(self) -> int:
-        return len(self._maps)
-
-
-def _unlinked(fd: int) -> bool:
-    try:
-        return os.fstat(fd).st_nlink == 0
-    except OSError:
-        return True
-
-
-def _close(kept: tuple[int, mmap.mmap]) -> None:
-    fd, mapped = kept
-    mapped.close()
-    os.close(fd)
-
-
-_MAPS = _Maps()
 
 
 def _write_all(fd: int, parts: list[Any]) -> None:
@@ -370,15 +275,12 @@ def sweep(directory: Path, now: float | None = None) -> int:
 
 def trim(directory: Path) -> None:
     """Remove the free files past POOL_MAX or unused for FREE_SECONDS (an idle sidecar
-    calls it now and then, so its pool does not outlive the reads that made it), and the
-    writer's mappings of files gone."""
+    calls it now and then, so its pool does not outlive the reads that made it)."""
     _free_files(directory)
-    _MAPS.prune()
 
 
 def drop_free(directory: Path) -> int:
-    """Remove this user's free files (a sidecar going away does not keep them), and close
-    the writer's mappings."""
+    """Remove this user's free files (a sidecar going away does not keep them)."""
     removed = 0
     for p in directory.glob(f"{REUSED}*{FREE}"):
         try:
@@ -387,7 +289,6 @@ def drop_free(directory: Path) -> int:
                 removed += 1
         except OSError:
             continue
-    _MAPS.close()
     return removed
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import errno
 import os
 from pathlib import Path
 
@@ -188,56 +187,3 @@ def test_messages_encoded_in_advance_and_batches_make_one_stream(tmp_path: Path)
     path = shm.write_batches([got[0], batch, got[0]], tmp_path)
     read = shm.FileReader().take(path)
     assert [b.equals(batch) for b in read] == [True, True, True]
-
-
-# ---------------------------------------------------------------- the writer's mappings
-
-def test_a_file_claimed_again_is_written_through_the_mapping_kept_from_its_last_use(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    maps = shm._Maps()
-    monkeypatch.setattr(shm, "_MAPS", maps)
-    mapped: list[int] = []
-    real = shm._Maps._map
-
-    def counted(fd: int, total: int):  # type: ignore[no-untyped-def]
-        mapped.append(total)
-        return real(fd, total)
-
-    monkeypatch.setattr(shm._Maps, "_map", staticmethod(counted))
-    reader = shm.FileReader()
-    for n in (3, 2, 8, 1):                  # smaller, smaller, larger (a new mapping), smaller
-        got = reader.take(shm.write_batches(batches(n), tmp_path))
-        assert [b.column(0).to_pylist() for b in got] == [[3 * i, 3 * i + 1, 3 * i + 2] for i in range(n)]
-        del got
-        reader.release()
-    assert len(mapped) == 2 and len(maps) == 1          # the first use and the larger one
-    assert names(tmp_path) == [".free"]
-    reader.close()
-
-
-def test_a_mapping_is_closed_once_its_file_is_gone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    maps = shm._Maps()
-    monkeypatch.setattr(shm, "_MAPS", maps)
-    first = shm.write_batches(batches(2), tmp_path)
-    assert shm.read_batches(first)[1].column(0).to_pylist() == [3, 4, 5]   # the reader unlinks it
-    assert len(maps) == 1
-    shm.trim(tmp_path)                      # the sidecar trims once a second while it runs
-    assert len(maps) == 0
-    second = shm.write_batches(batches(1), tmp_path)
-    assert len(maps) == 1
-    shm.drop_free(tmp_path)                 # a sidecar going away keeps no mapping
-    assert len(maps) == 0 and shm.read_batches(second)[0].column(0).to_pylist() == [0, 1, 2]
-
-
-def test_a_file_that_cannot_be_mapped_or_allocated_is_written_the_old_way(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    maps = shm._Maps()
-    monkeypatch.setattr(shm, "_MAPS", maps)
-
-    def full(fd: int, offset: int, length: int) -> None:
-        raise OSError(errno.ENOSPC, "No space left on device")
-
-    monkeypatch.setattr(shm.os, "posix_fallocate", full)      # a full /dev/shm: no SIGBUS later
-    path = shm.write_batches(batches(3), tmp_path)
-    assert len(maps) == 0
-    assert [b.num_rows for b in shm.read_batches(path)] == [3, 3, 3]
