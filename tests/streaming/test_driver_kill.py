@@ -8,8 +8,9 @@ finish. Then the same again: kill, restart.
 
 Proved after each restart: no row lost, none duplicated (key: queue + offset), bodies
 byte for byte; the group's broker offsets equal the end of the last committed batch; and
-the restart took its queue locks back at once (same derived lock owner) while another
-owner, asking right after the kill, was refused.
+the restart took its queue locks back at once (same derived lock owner). Another owner
+asking right after the kill is refused while the dead driver's locks are held, or gets all
+of them once the sidecar saw the driver's process gone (it then lets go again).
 """
 
 from __future__ import annotations
@@ -51,8 +52,12 @@ def killed_and_restarted(spark, rocketmq, tmp_path_factory):  # type: ignore[no-
             sent += producer.stop()
         at_kill_batch, at_kill_end = last_committed_end(ck)
         at_kill_broker = group_offsets(rocketmq.admin, group, queues)
-        # the killed driver's locks are still held: another owner is refused
+        # another owner asks right after the kill: refused while the dead driver's locks are
+        # held, or granted every queue once the sidecar saw the dead driver's process gone
+        # (its liveness watch, every 2 s); then it lets go, as a consumer leaving would
         other = side.lock(cluster, group, "another-owner", queues, keep_renewed=False)
+        if other:
+            side.unlock(cluster, group, "another-owner")
 
         df = source(spark, rocketmq.namesrv_addr, topic, group, startingOffsets="earliest")
         q = run_available_now(df, checkpoint=str(ck), path=str(out))
@@ -99,8 +104,9 @@ def test_broker_offsets_equal_the_last_committed_batch_end(killed_and_restarted,
 def test_restart_takes_its_locks_back_at_once_while_another_owner_waits(killed_and_restarted):
     queues = killed_and_restarted["queues"]
     for r in killed_and_restarted["rounds"]:
-        # right after the kill the dead driver's owner still held every queue ...
-        assert r["other_owner_got"] == frozenset()
+        # right after the kill the dead driver's owner still held every queue, or the
+        # sidecar had freed them all (the driver's process gone): never some of them ...
+        assert r["other_owner_got"] in (frozenset(), frozenset(queues))
         # ... and the restart (same owner) read every queue to its end with no lock wait:
         # a queue it could not lock would not have advanced at all
         assert r["last"][1] == r["max"]
