@@ -64,6 +64,12 @@ def host_seconds(split: dict[str, float]) -> float:
     return sum(sec for role, sec in split.items() if role != "broker")
 
 
+def by_process(split: dict[str, float], n: int) -> str:
+    """A run's host CPU by process, us a message (the broker's left out)."""
+    return ", ".join(f"{role} {sec / n * 1e6:.2f}" for role, sec in split.items()
+                     if role != "broker" and sec > 0)
+
+
 def spark_session() -> Any:
     return local_spark("rocketmq-host-cost")
 
@@ -133,12 +139,13 @@ def main(argv: list[str] | None = None) -> int:
             str(root / "ck-warm-ceiling"))
         results: dict[str, list[tuple[float, float, int]]] = {"rocketmq": [], "ceiling": []}
         splits: dict[str, list[dict[str, float]]] = {"rocketmq": [], "ceiling": []}
+        def ceiling() -> Any:
+            return ceiling_df(spark, n, body_size=args.size, topic=topics["main"], properties=shape)
+
         measured = {
-            "rocketmq": lambda i: run(
-                ceiling_df(spark, n, body_size=args.size, topic=topics["main"], properties=shape)
-                if args.ceiling_twice else ours(topics["main"]), str(root / f"ck-ours-{i}"), "rocketmq"),
-            "ceiling": lambda i: run(ceiling_df(spark, n, body_size=args.size, topic=topics["main"],
-                                                properties=shape), str(root / f"ck-ceiling-{i}")),
+            "rocketmq": lambda i: run(ceiling() if args.ceiling_twice else ours(topics["main"]),
+                                      str(root / f"ck-ours-{i}"), "rocketmq"),
+            "ceiling": lambda i: run(ceiling(), str(root / f"ck-ceiling-{i}")),
         }
         for i in range(args.runs):
             for k in (("rocketmq", "ceiling") if i % 2 == 0 else ("ceiling", "rocketmq")):
@@ -162,18 +169,12 @@ def main(argv: list[str] | None = None) -> int:
         print("--ceiling-twice: the rows named rocketmq are a second run of the ceiling source")
     print(table(rows))
     for k, runs in splits.items():     # of the best run: where the host CPU went, per message
-        i = results[k].index(best[k])
-        parts = ", ".join(f"{role} {sec / n * 1e6:.2f}" for role, sec in runs[i].items()
-                          if role != "broker" and sec > 0)
-        print(f"{k}: us CPU per message by process: {parts}")
+        print(f"{k}: us CPU per message by process: {by_process(runs[results[k].index(best[k])], n)}")
     wall = best["rocketmq"][0]
     print(f"broker (CPU 1, not the host's): {cpu_busy_broker['rocketmq']:.1f} s busy in the "
           f"{wall:.1f} s of the best rocketmq run")
     for i in range(args.runs):       # every run by process: which of them moves from run to run
-        print(f"pair {i + 1}: " + "; ".join(
-            f"{k} " + ", ".join(f"{role} {sec / n * 1e6:.2f}" for role, sec in splits[k][i].items()
-                                if role != "broker" and sec > 0)
-            for k in ("rocketmq", "ceiling")))
+        print(f"pair {i + 1}: " + "; ".join(f"{k} {by_process(splits[k][i], n)}" for k in ("rocketmq", "ceiling")))
     pairs = []        # each pair's rocketmq run against its ceiling run: the spread
     for i in range(args.runs):
         ours_cpu, ceiling_cpu = host_seconds(splits["rocketmq"][i]), host_seconds(splits["ceiling"][i])

@@ -356,7 +356,6 @@ typedef struct {
     int32_t *starts;      /* record positions in obj (raw allocator) */
     size_t nstarts, starts_cap;
     int unwalked;         /* a body's sizes did not add up: no starts are handed back */
-    size_t expect;        /* the run's size in bytes, estimated at its first body: reserved then */
     long long pulls;      /* pulls the run is expected to deliver */
     size_t limit;         /* max_bytes: the run stops past it */
 } Out;
@@ -410,15 +409,15 @@ static int out_walk(Out *o, size_t base, size_t len, Fail *f) {
    not end at at + stride) ends the run there. 0, or -1 failed. */
 static int deliver(Out *o, const Slot *s, const char *body, size_t len, long long stride,
                    long long *resume, int *stopping, Fail *f) {
-    if (o->len == 0 && len > 0 && o->pulls > 1 && o->expect == 0) {
-        /* the run's whole size at once (pulls of one stride are alike), so the bytes do
-           not grow by doubling: each growth copied all delivered so far */
-        o->expect = len + len / 8;
-        if ((size_t)o->pulls <= (size_t)(SIZE_MAX / 2) / o->expect)
-            o->expect *= (size_t)o->pulls;
-        if (o->limit && o->expect > o->limit + len)
-            o->expect = o->limit + len;
-        if (o->expect > o->cap && out_reserve(o, o->expect - o->len, f))
+    if (o->len == 0 && len > 0 && o->pulls > 1) {
+        /* the first body: the run's whole size at once (pulls of one stride are alike), so
+           the bytes do not grow by doubling: each growth copied all delivered so far */
+        size_t expect = len + len / 8;
+        if ((size_t)o->pulls <= (SIZE_MAX / 2) / expect)
+            expect *= (size_t)o->pulls;
+        if (o->limit && expect > o->limit + len)
+            expect = o->limit + len;
+        if (expect > o->cap && out_reserve(o, expect, f))
             return -1;
     }
     if (out_reserve(o, len, f))
@@ -470,7 +469,7 @@ static PyObject *run(PyObject *self, PyObject *args) {
     char *frames = NULL;
     Buf in = {NULL, 0, 0, 0};                           /* read, not yet taken */
     PyThreadState *ts = NULL;
-    Out out = {NULL, 0, 0, &ts, NULL, 0, 0, 0, 0, 0, 0}; /* the bodies delivered */
+    Out out = {NULL, 0, 0, &ts, NULL, 0, 0, 0, 0, 0};    /* the bodies delivered */
     Slot slots[MAX_DEPTH];
     int first = 0, count = 0;         /* in-flight slots: a ring from `first` */
     long long ahead = start, planned = 0, resume = -1, due = 0, got_bytes = 0;
