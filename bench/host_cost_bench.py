@@ -139,6 +139,7 @@ def main(argv: list[str] | None = None) -> int:
             str(root / "ck-warm-ceiling"))
         results: dict[str, list[tuple[float, float, int]]] = {"rocketmq": [], "ceiling": []}
         splits: dict[str, list[dict[str, float]]] = {"rocketmq": [], "ceiling": []}
+
         def ceiling() -> Any:
             return ceiling_df(spark, n, body_size=args.size, topic=topics["main"], properties=shape)
 
