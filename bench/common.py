@@ -343,6 +343,9 @@ def sidecar_pid(runtime_dir: str | Path, timeout: float = 2.0) -> int | None:
 
 _TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 ROLES = ("broker", "sidecar", "Spark JVM", "Python workers", "driver (Python)", "other")
+# a part of the "Spark JVM" role, not a role of its own: the seconds of its JIT compiler
+# threads (``cpu_spent(jit=True)``); sums over the roles leave it out
+JIT = "Spark JVM: JIT compiler"
 
 
 @dataclass(frozen=True)
@@ -381,13 +384,18 @@ class _Sampler:
     the host's), so processes that start and end inside the block count too (a reaped
     child's CPU is not charged to its parent at its exit, which may fall in another block)."""
 
-    def __init__(self, period: float, cpu: int | None) -> None:
+    def __init__(self, period: float, cpu: int | None, jit: bool = False) -> None:
         import threading
 
-        self.period, self.cpu = period, cpu
+        self.period, self.cpu, self.jit = period, cpu, jit
         self.cmds: dict[tuple[int, str], str] = {}
         self.first = _processes(self.cmds)
         self.last = dict(self.first)
+        # the JIT compiler threads of this process's JVMs: (pid, tid) -> CPU seconds, at the
+        # first reading and at the last (threads come and go: the JVM sizes its compilers)
+        self.comms: dict[tuple[int, str], str] = {}
+        self.jit_first = self._jit() if jit else {}
+        self.jit_last = dict(self.jit_first)
         self.own = 0.0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="cpu-sampler", daemon=True)
@@ -399,6 +407,8 @@ class _Sampler:
         start = time.thread_time()
         while not self._stop.wait(self.period):
             self.last.update(_processes(self.cmds))
+            if self.jit:
+                self.jit_last.update(self._jit())
         self.own = time.thread_time() - start            # not the host's: taken off the driver
 
     def stop(self) -> dict[tuple[int, str], tuple[_Proc, float]]:
@@ -406,26 +416,74 @@ class _Sampler:
         self._stop.set()
         self._thread.join()
         self.last.update(_processes(self.cmds))
+        if self.jit:
+            self.jit_last.update(self._jit())
         return {k: (p, p.cpu - (self.first[k].cpu if k in self.first else 0.0))
                 for k, p in self.last.items()}
 
+    def jit_seconds(self) -> float:
+        """What the JIT compiler threads spent since the first reading."""
+        return sum(cpu - self.jit_first.get(k, 0.0) for k, cpu in self.jit_last.items())
+
+    def _jit(self) -> dict[tuple[int, str], float]:
+        """CPU seconds of each JIT compiler thread ("C1/C2 CompilerThread<n>") of the JVMs
+        this process started."""
+        out: dict[tuple[int, str], float] = {}
+        parents = {pid: p.ppid for (pid, _), p in self.last.items()}
+        for (pid, _), p in self.last.items():
+            if not p.cmd.split(" ", 1)[0].endswith("java") or not _descends(pid, os.getpid(), parents):
+                continue
+            try:
+                tids = os.listdir(f"/proc/{pid}/task")
+            except OSError:
+                continue
+            for tid in tids:
+                key = (pid, tid)
+                try:
+                    comm = self.comms.get(key)
+                    if comm is None:
+                        with open(f"/proc/{pid}/task/{tid}/comm") as f:
+                            comm = self.comms[key] = f.read().strip()
+                    if "CompilerThre" not in comm:
+                        continue
+                    with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                        stat = f.read()
+                    fields = stat[stat.rindex(")") + 2:].split()
+                    out[key] = (int(fields[11]) + int(fields[12])) / _TICK
+                except (OSError, ValueError, IndexError):
+                    continue
+        return out
+
 
 @contextmanager
-def cpu_spent(sidecar_dir: str, *, period: float = 0.1,
-              sampler_cpu: int | None = None) -> Iterator[dict[str, float]]:
+def cpu_spent(sidecar_dir: str, *, period: float = 0.1, sampler_cpu: int | None = None,
+              jit: bool = False) -> Iterator[dict[str, float]]:
     """A dict filled on exit with the CPU seconds each role (``ROLES``) spent inside the
     ``with`` block: this process's tree (Spark's JVM, its Python processes, the broker it
     started) and the sidecar of ``sidecar_dir``. Each process's own CPU time is read every
     ``period`` seconds (from a thread pinned to ``sampler_cpu`` when given), so processes
     that start or end inside the block count (up to their last reading); that thread's own
-    CPU is not counted."""
-    sampler = _Sampler(period, sampler_cpu)
+    CPU is not counted. ``jit``: also the part of "Spark JVM" its JIT compiler threads spent
+    (under ``JIT``, not a role: not to be added to the others)."""
+    sampler = _Sampler(period, sampler_cpu, jit)
     spent: dict[str, float] = {}
     try:
         yield spent
     finally:
         spent.update(_by_role(sampler.stop(), sidecar_dir))
         spent["driver (Python)"] = max(0.0, spent["driver (Python)"] - sampler.own)
+        if jit:
+            spent[JIT] = sampler.jit_seconds()
+
+
+def _descends(pid: int, ancestor: int, parents: dict[int, int]) -> bool:
+    for _ in range(64):
+        if pid == ancestor:
+            return True
+        pid = parents.get(pid, 0)
+        if pid <= 1:
+            return False
+    return False
 
 
 def _by_role(seen: dict[tuple[int, str], tuple[_Proc, float]], sidecar_dir: str) -> dict[str, float]:
@@ -433,13 +491,7 @@ def _by_role(seen: dict[tuple[int, str], tuple[_Proc, float]], sidecar_dir: str)
     me = os.getpid()
 
     def mine(pid: int) -> bool:
-        for _ in range(64):
-            if pid == me:
-                return True
-            pid = parents.get(pid, 0)
-            if pid <= 1:
-                return False
-        return False
+        return _descends(pid, me, parents)
 
     roles = dict.fromkeys(ROLES, 0.0)
     show = os.environ.get("BENCH_PROCESSES") == "1"     # each process's share, to stderr
