@@ -355,6 +355,19 @@ class _Proc:
     cpu: float            # seconds of its own (its threads'), children excluded
 
 
+def _stat_fields(path: str) -> list[str]:
+    """The fields of a /proc ``stat`` file after the command name (which may hold spaces):
+    [1] the parent pid, [11] and [12] user and system time in ticks, [19] the start time."""
+    with open(path) as f:
+        stat = f.read()
+    return stat[stat.rindex(")") + 2:].split()
+
+
+def _own_cpu(fields: list[str]) -> float:
+    """Seconds of CPU a process or thread spent itself (``_stat_fields``' [11] + [12])."""
+    return (int(fields[11]) + int(fields[12])) / _TICK
+
+
 def _processes(cmds: dict[tuple[int, str], str] | None = None) -> dict[tuple[int, str], _Proc]:
     """(pid, start time) -> its parent, command line and CPU seconds of its own; ``cmds``
     caches command lines by the same key."""
@@ -363,9 +376,7 @@ def _processes(cmds: dict[tuple[int, str], str] | None = None) -> dict[tuple[int
         if not entry.isdigit():
             continue
         try:
-            with open(f"/proc/{entry}/stat") as f:
-                stat = f.read()
-            fields = stat[stat.rindex(")") + 2:].split()
+            fields = _stat_fields(f"/proc/{entry}/stat")
             key = (int(entry), fields[19])            # a pid is reused: its start time is not
             cmd = None if cmds is None else cmds.get(key)
             if cmd is None:
@@ -375,7 +386,7 @@ def _processes(cmds: dict[tuple[int, str], str] | None = None) -> dict[tuple[int
                     cmds[key] = cmd
         except (OSError, ValueError, IndexError):
             continue
-        out[key] = _Proc(int(fields[1]), cmd, (int(fields[11]) + int(fields[12])) / _TICK)
+        out[key] = _Proc(int(fields[1]), cmd, _own_cpu(fields))
     return out
 
 
@@ -446,10 +457,7 @@ class _Sampler:
                             comm = self.comms[key] = f.read().strip()
                     if "CompilerThre" not in comm:
                         continue
-                    with open(f"/proc/{pid}/task/{tid}/stat") as f:
-                        stat = f.read()
-                    fields = stat[stat.rindex(")") + 2:].split()
-                    out[key] = (int(fields[11]) + int(fields[12])) / _TICK
+                    out[key] = _own_cpu(_stat_fields(f"/proc/{pid}/task/{tid}/stat"))
                 except (OSError, ValueError, IndexError):
                     continue
         return out

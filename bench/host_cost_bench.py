@@ -22,7 +22,7 @@ runner, the driver, the sidecar) of their own CPU time, each sampled every 0.1 s
 thread on CPU 1 (so a process that ends mid-run is charged to the run it ran in); CPU 0's
 busy time from /proc/stat, which counts in clock ticks, is printed beside it as a
 cross-check. Spark's JVM is shown with what its JIT compiler threads spent of it: that part
-moves most from run to run (0.13 - 0.65 us a message at stop 33), and the pairs' CPU ratios
+moves most from run to run (0.20 - 0.95 us a message at stop 33), and the pairs' CPU ratios
 are printed without it too. ``--warm-runs K`` repeats the warm-up K times.
 Prints rows/s, microseconds of host CPU per message, and the two ratios of the goal:
 CPU per message ours / ceiling (goal <= 1.3) and throughput ours / ceiling (goal >= 0.8),
@@ -73,8 +73,12 @@ def by_process(split: dict[str, float], n: int) -> str:
     def us(sec: float) -> str:
         return f"{sec / n * 1e6:.2f}"
 
-    return ", ".join(f"{role} {us(sec)}" + (f" (JIT {us(split[JIT])})" if role == "Spark JVM" and JIT in split else "")
-                     for role, sec in split.items() if role in ROLES and role != "broker" and sec > 0)
+    def shown(role: str, sec: float) -> str:
+        jit = f" (JIT {us(split[JIT])})" if role == "Spark JVM" and JIT in split else ""
+        return f"{role} {us(sec)}{jit}"
+
+    return ", ".join(shown(role, sec) for role, sec in split.items()
+                     if role in ROLES and role != "broker" and sec > 0)
 
 
 def spark_session() -> Any:
