@@ -44,7 +44,7 @@ from rocketmq_spark.errors import RemoteProtocolError
 from rocketmq_spark.remoting.codes import MessageSysFlag, retry_topic
 from rocketmq_spark.remoting.message import (
     MAGIC_V1, NAME_VALUE_SEP, PROP_KEYS, PROP_RETRY_TOPIC, PROP_TAGS, PROP_UNIQ_KEY, PROPERTY_SEP,
-    MessageExt, decode_messages)
+    decode_messages)
 from rocketmq_spark.sidecar.arrow import SOURCE_SCHEMA, TIMESTAMP, messages_to_batch
 from rocketmq_spark.structs import WalkedBodies
 
@@ -68,8 +68,27 @@ _MIN_RECORD = _BODY + 1 + 2          # empty body, empty topic, empty properties
 
 _INLINE = np.arange(12)
 _PROPERTY_SEP, _NAME_VALUE_SEP = ord(PROPERTY_SEP), ord(NAME_VALUE_SEP)
+
+
+# ``pa.array`` and ``pa.scalar`` of anything import pandas to look for its types: 0.3 s of
+# CPU and tens of MB the sidecar needs nowhere. What this module builds at import, it builds
+# from buffers instead.
+def _from_buffers(type_: pa.DataType, values: list[bytes | None]) -> pa.Array:
+    """A string or binary array of ``values`` (None a null)."""
+    ends = np.cumsum([0] + [len(v or b"") for v in values], dtype=np.int32)
+    valid = None
+    if None in values:
+        valid = pa.py_buffer(np.packbits([v is not None for v in values], bitorder="little").tobytes())
+    return pa.Array.from_buffers(type_, len(values), [valid, pa.py_buffer(ends.tobytes()),
+                                                      pa.py_buffer(b"".join(v or b"" for v in values))])
+
+
+def _fixed(type_: pa.DataType, values: np.ndarray) -> pa.Array:
+    return pa.Array.from_buffers(type_, len(values), [None, pa.py_buffer(values.tobytes())])
+
+
 # Built once: building a MapLookupOptions costs about 50 us.
-_LOOKUP = {name: pc.MapLookupOptions(pa.scalar(name), "first")
+_LOOKUP = {name: pc.MapLookupOptions(_from_buffers(pa.string(), [name.encode()])[0], "first")
            for name in (PROP_TAGS, PROP_KEYS, PROP_UNIQ_KEY, PROP_RETRY_TOPIC)}
 
 _HEX2 = np.frombuffer(b"".join(f"{i:02X}".encode() for i in range(256)), np.uint8).reshape(256, 2)
@@ -491,11 +510,28 @@ def message_layout(template: pa.RecordBatch) -> tuple[bytes, int, int, int, int]
     return meta, header + rb[0], root + fields[3], nodes + 4, buffers + 4
 
 
+def _template() -> pa.RecordBatch:
+    """One row of ``SOURCE_SCHEMA`` with a tag, no keys and a property, for ``message_layout``
+    (from buffers, see ``_from_buffers``)."""
+    text, zero32, zero64 = pa.string(), np.zeros(1, np.int32), np.zeros(1, np.int64)
+    msg_id = b"7F000001" + b"0" * 24
+    properties = pa.MapArray.from_arrays(_fixed(pa.int32(), np.array([0, 1], np.int32)),
+                                         _from_buffers(text, [PROP_TAGS.encode()]),
+                                         _from_buffers(text, [b"x"]), type=_PROPERTIES)
+    columns = [_from_buffers(text, [b"t"]), _from_buffers(text, [b"b"]), _fixed(pa.int32(), zero32),
+               _fixed(pa.int64(), zero64), _from_buffers(text, [msg_id]), _from_buffers(text, [msg_id]),
+               _from_buffers(text, [b"x"]), _from_buffers(text, [None]),
+               _from_buffers(pa.binary(), [b"b"]), properties, _fixed(TIMESTAMP, zero64),
+               _fixed(TIMESTAMP, zero64), _from_buffers(text, [b"127.0.0.1:0"]),
+               _from_buffers(text, [b"127.0.0.1:0"]), _fixed(pa.int32(), zero32)]
+    return pa.RecordBatch.from_arrays(columns, schema=SOURCE_SCHEMA)
+
+
 def _set_layout() -> bool:
     """Hands the compiled encoder its message layout; False where it cannot take it."""
     if _compiled is None or not hasattr(_compiled, "set_layout"):
         return False
-    template = messages_to_batch([MessageExt(topic="t", body=b"b", properties={PROP_TAGS: "x"})], broker="b")
+    template = _template()
     try:
         _compiled.set_layout(*message_layout(template))
     except (ValueError, struct.error) as exc:   # pragma: no cover - another pyarrow's metadata

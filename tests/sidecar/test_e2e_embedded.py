@@ -127,6 +127,31 @@ def test_commit_then_offsets_show_it(sc: SidecarClient, mq: MQClient, ns: str) -
     assert sc.get_offsets(ns, other, group)[0].committed is None
 
 
+def test_a_sidecar_process_reads_without_loading_pandas(mq: MQClient, ns: str, tmp_path) -> None:
+    """pyarrow imports pandas on its first ``pa.array``/``pa.scalar`` (0.3 s, tens of MB):
+    a sidecar that has served a read through shared memory has not loaded it."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    proc = subprocess.Popen([sys.executable, "-m", "rocketmq_spark.cli", "sidecar", "--listen",
+                             f"unix:{tmp_path / 's.sock'}"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parents[2])
+    try:
+        line = proc.stdout.readline().strip()
+        assert line.startswith("sidecar listening on "), line
+        client = SidecarClient(line.removeprefix("sidecar listening on "))
+        q = client.get_queues(ns, [new_topic(mq, queues=1)])[0]
+        fill(mq, q, 40)
+        got = rows(client.pull_batches(ns, q, 0, 40, pull_batch_size=8, max_rows_per_batch=16))
+        assert [r["queue_offset"] for r in got] == list(range(40))
+        with open(f"/proc/{proc.pid}/maps") as f:
+            assert "/pandas/" not in f.read()
+    finally:
+        proc.terminate()
+        proc.wait(30)
+
+
 def test_pull_range_exact_rows(sc: SidecarClient, mq: MQClient, ns: str) -> None:
     topic = new_topic(mq, queues=1)
     q = sc.get_queues(ns, [topic])[0]
