@@ -547,3 +547,39 @@ def test_the_encoder_s_template_is_the_row_pyarrow_builds_from_a_message() -> No
                                   broker="b")
     assert columnar._template().equals(reference)
     assert columnar.message_layout(columnar._template()) == columnar.message_layout(reference)
+
+
+def test_streams_encoded_at_once_on_several_threads_each_come_out_whole() -> None:
+    """The sidecar encodes each stream in that stream's thread: threads encoding their own
+    streams at the same time each get exactly the message one thread alone gets (long topics
+    and property values growing the columns included)."""
+    def stream(seed: int) -> list[bytes]:
+        out = []
+        for i in range(600):
+            m = MessageExt(topic=("t" * 127 if (i + seed) % 3 else f"topic-{seed}"), body=bytes([seed]) * (i % 97),
+                           queue_id=seed, queue_offset=i, store_host=HostPort("10.1.2.3", 10911),
+                           born_host=HostPort("127.0.0.1", 1), properties={"TAGS": "TagA", "v": "x" * (i % 300)})
+            out.append(encode_message(m))
+        return [b"".join(out[k:k + 150]) for k in range(0, len(out), 150)]
+
+    window = Window(0, 10_000, broker="broker-a")
+    parts = [stream(seed) for seed in range(4)]
+    alone = [columnar.encode_parts(p, window, -1, max_rows=4096) for p in parts]
+    assert all(a is not None and a[0] is not None and a[0].num_rows == 600 for a in alone)
+    got: dict[tuple[int, int], bytes] = {}
+
+    def encode(seed: int) -> None:
+        for round_ in range(20):
+            result = columnar.encode_parts(parts[seed], window, -1, max_rows=4096)
+            assert result is not None and result[0] is not None
+            got[(seed, round_)] = result[0].message
+
+    threads = [threading.Thread(target=encode, args=(seed,)) for seed in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert len(got) == 80
+    for (seed, _), message in got.items():
+        assert message == alone[seed][0].message
+    assert same(from_message(alone[1][0]), columnar.decode_parts(parts[1], window, -1)[0])
