@@ -134,12 +134,14 @@ def test_a_sidecar_process_reads_without_loading_pandas(mq: MQClient, ns: str, t
     import sys
     from pathlib import Path
 
-    proc = subprocess.Popen([sys.executable, "-m", "rocketmq_spark.cli", "sidecar", "--listen",
-                             f"unix:{tmp_path / 's.sock'}"], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parents[2])
+    log = tmp_path / "sidecar.log"          # a file, not a pipe nobody reads: never blocks it
+    with open(log, "w") as err:
+        proc = subprocess.Popen([sys.executable, "-m", "rocketmq_spark.cli", "sidecar", "--listen",
+                                 f"unix:{tmp_path / 's.sock'}"], stdout=subprocess.PIPE, stderr=err,
+                                text=True, cwd=Path(__file__).resolve().parents[2])
     try:
         line = proc.stdout.readline().strip()
-        assert line.startswith("sidecar listening on "), line
+        assert line.startswith("sidecar listening on "), (line, log.read_text())
         client = SidecarClient(line.removeprefix("sidecar listening on "))
         q = client.get_queues(ns, [new_topic(mq, queues=1)])[0]
         fill(mq, q, 40)
