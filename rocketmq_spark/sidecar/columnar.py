@@ -70,27 +70,6 @@ _INLINE = np.arange(12)
 _PROPERTY_SEP, _NAME_VALUE_SEP = ord(PROPERTY_SEP), ord(NAME_VALUE_SEP)
 
 
-# ``pa.array`` and ``pa.scalar`` of anything import pandas to look for its types: 0.3 s of
-# CPU and tens of MB the sidecar needs nowhere. What this module builds at import, it builds
-# from buffers instead.
-def _from_buffers(type_: pa.DataType, values: list[bytes | None]) -> pa.Array:
-    """A string or binary array of ``values`` (None a null)."""
-    ends = np.cumsum([0] + [len(v or b"") for v in values], dtype=np.int32)
-    valid = None
-    if None in values:
-        valid = pa.py_buffer(np.packbits([v is not None for v in values], bitorder="little").tobytes())
-    return pa.Array.from_buffers(type_, len(values), [valid, pa.py_buffer(ends.tobytes()),
-                                                      pa.py_buffer(b"".join(v or b"" for v in values))])
-
-
-def _fixed(type_: pa.DataType, values: np.ndarray) -> pa.Array:
-    return pa.Array.from_buffers(type_, len(values), [None, pa.py_buffer(values.tobytes())])
-
-
-# Built once: building a MapLookupOptions costs about 50 us.
-_LOOKUP = {name: pc.MapLookupOptions(_from_buffers(pa.string(), [name.encode()])[0], "first")
-           for name in (PROP_TAGS, PROP_KEYS, PROP_UNIQ_KEY, PROP_RETRY_TOPIC)}
-
 _HEX2 = np.frombuffer(b"".join(f"{i:02X}".encode() for i in range(256)), np.uint8).reshape(256, 2)
 _HEX4 = np.concatenate([np.repeat(_HEX2, 256, axis=0), np.tile(_HEX2, (256, 1))], axis=1)  # of a uint16
 
@@ -295,6 +274,14 @@ def _repeated(text: str, rows: int) -> pa.Array:
     offsets = np.arange(rows + 1, dtype=np.int32) * np.int32(len(raw))
     return pa.Array.from_buffers(pa.string(), rows, [None, pa.py_buffer(offsets), pa.py_buffer(raw * rows)],
                                  null_count=0)
+
+
+# ``pa.array`` and ``pa.scalar`` of anything import pandas to look for its types: 0.3 s of
+# CPU and tens of MB the sidecar needs nowhere. What this module builds at import (these
+# keys, the encoder's template) it builds from buffers instead (``_repeated``, ``_var``).
+# Built once: building a MapLookupOptions costs about 50 us.
+_LOOKUP = {name: pc.MapLookupOptions(_repeated(name, 1)[0], "first")
+           for name in (PROP_TAGS, PROP_KEYS, PROP_UNIQ_KEY, PROP_RETRY_TOPIC)}
 
 
 def _checked(arr: pa.Array) -> pa.Array:
@@ -512,18 +499,22 @@ def message_layout(template: pa.RecordBatch) -> tuple[bytes, int, int, int, int]
 
 def _template() -> pa.RecordBatch:
     """One row of ``SOURCE_SCHEMA`` with a tag, no keys and a property, for ``message_layout``
-    (from buffers, see ``_from_buffers``)."""
-    text, zero32, zero64 = pa.string(), np.zeros(1, np.int32), np.zeros(1, np.int64)
-    msg_id = b"7F000001" + b"0" * 24
-    properties = pa.MapArray.from_arrays(_fixed(pa.int32(), np.array([0, 1], np.int32)),
-                                         _from_buffers(text, [PROP_TAGS.encode()]),
-                                         _from_buffers(text, [b"x"]), type=_PROPERTIES)
-    columns = [_from_buffers(text, [b"t"]), _from_buffers(text, [b"b"]), _fixed(pa.int32(), zero32),
-               _fixed(pa.int64(), zero64), _from_buffers(text, [msg_id]), _from_buffers(text, [msg_id]),
-               _from_buffers(text, [b"x"]), _from_buffers(text, [None]),
-               _from_buffers(pa.binary(), [b"b"]), properties, _fixed(TIMESTAMP, zero64),
-               _fixed(TIMESTAMP, zero64), _from_buffers(text, [b"127.0.0.1:0"]),
-               _from_buffers(text, [b"127.0.0.1:0"]), _fixed(pa.int32(), zero32)]
+    (from buffers: see ``_LOOKUP``)."""
+    one = np.array([0, 1], np.int32).tobytes()
+    msg_id = "7F000001" + "0" * 24
+    zero32, zero64 = np.zeros(1, np.int32).tobytes(), np.zeros(1, np.int64).tobytes()
+
+    def fixed(kind: pa.DataType, raw: bytes) -> pa.Array:
+        return pa.Array.from_buffers(kind, len(raw) * 8 // kind.bit_width, [None, pa.py_buffer(raw)])
+
+    properties = pa.MapArray.from_arrays(fixed(pa.int32(), one), _repeated(PROP_TAGS, 1), _repeated("x", 1),
+                                         type=_PROPERTIES)
+    columns = [_repeated("t", 1), _repeated("b", 1), fixed(pa.int32(), zero32), fixed(pa.int64(), zero64),
+               _repeated(msg_id, 1), _repeated(msg_id, 1), _repeated("x", 1),
+               _var(pa.string(), 1, (np.zeros(2, np.int32).tobytes(), b"", b"\0")),
+               _var(pa.binary(), 1, (one, b"b", None)), properties, fixed(TIMESTAMP, zero64),
+               fixed(TIMESTAMP, zero64), _repeated("127.0.0.1:0", 1), _repeated("127.0.0.1:0", 1),
+               fixed(pa.int32(), zero32)]
     return pa.RecordBatch.from_arrays(columns, schema=SOURCE_SCHEMA)
 
 

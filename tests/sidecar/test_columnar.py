@@ -540,9 +540,6 @@ def test_fields_of_every_short_length_are_copied_whole() -> None:
 def test_the_encoder_s_template_is_the_row_pyarrow_builds_from_a_message() -> None:
     """The layout template is built from buffers (no pandas); it is the same batch as
     ``messages_to_batch`` makes of the same message, so the encoder learns the same layout."""
-    from rocketmq_spark.remoting.message import MessageExt
-    from rocketmq_spark.sidecar.arrow import messages_to_batch
-
     reference = messages_to_batch([MessageExt(topic="t", body=b"b", properties={columnar.PROP_TAGS: "x"})],
                                   broker="b")
     assert columnar._template().equals(reference)
