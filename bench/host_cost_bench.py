@@ -29,7 +29,10 @@ CPU per message ours / ceiling (goal <= 1.3) and throughput ours / ceiling (goal
 for the best runs and for each pair of runs, with their median: the machine's speed
 drifts between runs, and the pairs show by how much. ``--ceiling-twice`` runs the ceiling
 on both sides: the ratios of two identical sources, i.e. how much of a pair's ratio is the
-spread of Spark itself.
+spread of Spark itself. Each pair also shows the share of its runs CPU 0 was busy (/proc/stat,
+in clock ticks): the throughput ratio is about the ratio of those shares over the CPU ratio,
+so the share shows what ours loses to CPU 0 waiting (on the broker, on the sidecar) beside
+what it loses to CPU.
 """
 
 from __future__ import annotations
@@ -198,6 +201,13 @@ def main(argv: list[str] | None = None) -> int:
     print("each pair, CPU ratio / throughput ratio (us CPU a message, ours / ceiling): "
           + ", ".join(f"{c:.2f} / {t:.2f} ({o:.1f} / {e:.1f})" for c, t, o, e in pairs)
           + f"; median {statistics.median(p[0] for p in pairs):.2f} / {statistics.median(p[1] for p in pairs):.2f}")
+    # CPU 0 idle during a run is wall time that no CPU saving wins back: throughput ratio =
+    # (how busy ours kept CPU 0 / how busy the ceiling kept it) / CPU ratio
+    busy = [(results["rocketmq"][i][1] / results["rocketmq"][i][0], results["ceiling"][i][1] / results["ceiling"][i][0])
+            for i in range(args.runs)]
+    print("each pair, the share of the run CPU 0 was busy, ours / ceiling: "
+          + ", ".join(f"{o:.3f} / {c:.3f}" for o, c in busy)
+          + f"; median {statistics.median(o for o, _ in busy):.3f} / {statistics.median(c for _, c in busy):.3f}")
     # Spark's JVM compiles as it goes, more in some runs than in others (a warm-up cost that
     # fades in a long-running query): the CPU ratios without its JIT compiler threads
     bare = [(host_seconds(splits["rocketmq"][i]) - splits["rocketmq"][i][JIT])
