@@ -211,7 +211,11 @@ class SidecarService:
         if time.monotonic() - self._last_sweep > shm.STALE_SECONDS / 2:
             self._last_sweep = time.monotonic()
             shm.sweep(directory)
-        return shm.batch_files(self._batches(cluster, spec, encoded=True), directory, reader_alive=reader_alive)
+        # A thread writes the files: the next one is decoded and written while gRPC sends the
+        # last one's path (each send waits for gRPC's own threads, which wait for the CPU on a
+        # busy host: bench/README.md, stop 35).
+        files = shm.batch_files(self._batches(cluster, spec, encoded=True), directory, reader_alive=reader_alive)
+        return readahead(files, shm.FILES_AHEAD, name=f"rocketmq-files-{spec.queue.queue_id}", discard=shm.discard)
 
     def trim_batch_files(self) -> None:
         """Remove the shared-memory files kept for reuse that are past the pool or unused."""

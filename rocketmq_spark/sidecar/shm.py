@@ -292,6 +292,11 @@ def drop_free(directory: Path) -> int:
     return removed
 
 
+def discard(path: str) -> None:
+    """Remove a file written for a reader that will never take it."""
+    _unlink(path)
+
+
 def _unlink(path: str) -> None:
     try:
         os.unlink(path)

@@ -26,6 +26,7 @@ from rocketmq_spark.sidecar.pull import PullPolicy, read_range
 from rocketmq_spark.sidecar.readahead import readahead
 from rocketmq_spark.structs import PullResult, WalkedBodies
 from tests.sidecar.fakes import Q, FakeQueue, rows
+from tests.waiting import wait_until
 
 GROUP = "g1"
 TEXT = st.text(st.characters(min_codepoint=3, max_codepoint=0x2FFF, exclude_categories=("Cs",)), max_size=12)
@@ -278,6 +279,29 @@ def test_readahead_stops_its_thread_when_the_consumer_stops() -> None:
             t.join(timeout=10)
             assert not t.is_alive()
     assert len(produced) < 10
+
+
+def test_readahead_discards_what_the_consumer_stopped_without_using() -> None:
+    produced: list[int] = []
+    discarded: list[int] = []
+
+    def source():  # type: ignore[no-untyped-def]
+        for i in range(1000):
+            produced.append(i)
+            yield i
+
+    it = readahead(source(), 3, name="readahead-discard-test", discard=discarded.append)
+    yielded = [next(it), next(it)]
+    wait_until(lambda: len(produced) >= 5, 10, "the thread to fetch ahead")
+    it.close()
+    for t in threading.enumerate():
+        if t.name == "readahead-discard-test":
+            t.join(timeout=10)
+            assert not t.is_alive()
+    assert yielded == [0, 1]
+    assert discarded[0] == 1               # held by the consumer when it stopped: maybe unused
+    assert len(discarded) > 1              # fetched ahead, never handed out
+    assert sorted([0] + discarded) == produced         # each item once: used or discarded
 
 
 # ------------------------------------------------------------------ the compiled decoder

@@ -9,6 +9,8 @@ import pyarrow as pa
 import pytest
 
 from rocketmq_spark.sidecar import shm
+from rocketmq_spark.sidecar.readahead import readahead
+from tests.waiting import wait_until
 
 
 def batches(n: int, rows: int = 3) -> list[pa.RecordBatch]:
@@ -72,6 +74,32 @@ def test_closing_mid_stream_removes_the_untaken_files(tmp_path: Path) -> None:
     assert len(files_in(tmp_path)) == 1
     gen.close()
     assert files_in(tmp_path) == []
+
+
+def test_files_written_ahead_in_a_thread_are_removed_when_the_reader_stops(tmp_path: Path) -> None:
+    # The sidecar writes files in a thread of their own (readahead): here the writer has
+    # written every file, and so finished, before the reader stops: it took the first file,
+    # got the second one's path but never took it, and never got the third's.
+    made = readahead(shm.batch_files(batches(3), tmp_path, per_file=1, first=1, ahead=4), 4,
+                     discard=shm.discard)
+    first = next(made)
+    wait_until(lambda: len(files_in(tmp_path)) == 3, 10, "the writer to write every file")
+    shm.read_batches(first)
+    next(made)
+    made.close()
+    assert files_in(tmp_path) == []
+
+
+def test_a_file_the_reader_took_stays_when_its_stream_closes(tmp_path: Path) -> None:
+    made = readahead(shm.batch_files(batches(2), tmp_path, per_file=1, first=1), 4, discard=shm.discard)
+    reader = shm.FileReader()
+    held = reader.take(next(made))          # its batches still held by the reader
+    made.close()
+    assert [b.column(0).to_pylist() for b in held] == [[0, 1, 2]]
+    assert files_in(tmp_path) == []         # the second file, never taken, is gone
+    assert len(list(tmp_path.glob(f"{shm.PREFIX}*{shm.TAKEN}"))) == 1     # the first stays
+    del held
+    reader.close()
 
 
 def test_only_the_sidecars_files_are_read(tmp_path: Path) -> None:
