@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
-from typing import Callable, Iterable, Iterator, TypeVar
+from typing import Any, Callable, Iterable, Iterator, TypeVar
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -21,9 +21,8 @@ def readahead(items: Iterable[T], depth: int, name: str = "rocketmq-readahead",
     stops early, the thread ends after the item it is fetching, and what may be unused goes
     to ``discard``: every item fetched but never yielded, and the one yielded last when the
     consumer stopped holding it (a file its reader may never take is removed; one it took
-    is no longer under that name). The
-    thread closes the iterator when it ends, so what the iterator holds (a connection) is
-    only ever used and released by that thread."""
+    is no longer under that name). The thread closes the iterator when it ends, so what the
+    iterator holds (a connection) is only ever used and released by that thread."""
     if depth < 1:
         raise ValueError(f"depth must be >= 1, got {depth}")
     ahead: queue.Queue[tuple[object, BaseException | None]] = queue.Queue(maxsize=depth)
@@ -81,10 +80,10 @@ def readahead(items: Iterable[T], depth: int, name: str = "rocketmq-readahead",
         drop_fetched()
 
 
-def _discard_one(discard: Callable[[T], None] | None, item: object) -> None:
+def _discard_one(discard: Callable[[Any], None] | None, item: object) -> None:
     if discard is None:
         return
     try:
-        discard(item)  # type: ignore[arg-type]
+        discard(item)
     except Exception:  # noqa: BLE001 - the rest still goes
         log.debug("discarding a fetched item failed", exc_info=True)

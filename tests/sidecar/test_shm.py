@@ -94,6 +94,7 @@ def test_a_file_the_reader_took_stays_when_its_stream_closes(tmp_path: Path) -> 
     made = readahead(shm.batch_files(batches(2), tmp_path, per_file=1, first=1), 4, discard=shm.discard)
     reader = shm.FileReader()
     held = reader.take(next(made))          # its batches still held by the reader
+    wait_until(lambda: len(files_in(tmp_path)) == 1, 10, "the writer to write the second file")
     made.close()
     assert [b.column(0).to_pylist() for b in held] == [[0, 1, 2]]
     assert files_in(tmp_path) == []         # the second file, never taken, is gone
