@@ -78,8 +78,8 @@ def test_closing_mid_stream_removes_the_untaken_files(tmp_path: Path) -> None:
 
 def test_files_written_ahead_in_a_thread_are_removed_when_the_reader_stops(tmp_path: Path) -> None:
     # The sidecar writes files in a thread of their own (readahead): here the writer has
-    # written every file, and so finished, before the reader stops: it took the first file,
-    # got the second one's path but never took it, and never got the third's.
+    # written every file before the reader stops: it took the first file, got the second
+    # one's path but never took it, and never got the third's.
     made = readahead(shm.batch_files(batches(3), tmp_path, per_file=1, first=1, ahead=4), 4,
                      discard=shm.discard)
     first = next(made)
@@ -87,7 +87,8 @@ def test_files_written_ahead_in_a_thread_are_removed_when_the_reader_stops(tmp_p
     shm.read_batches(first)
     next(made)
     made.close()
-    assert files_in(tmp_path) == []
+    # the writer's thread may hand over the last path only now: it removes it itself
+    wait_until(lambda: files_in(tmp_path) == [], 10, "the files never taken to be removed")
 
 
 def test_a_file_the_reader_took_stays_when_its_stream_closes(tmp_path: Path) -> None:
@@ -97,7 +98,7 @@ def test_a_file_the_reader_took_stays_when_its_stream_closes(tmp_path: Path) -> 
     wait_until(lambda: len(files_in(tmp_path)) == 1, 10, "the writer to write the second file")
     made.close()
     assert [b.column(0).to_pylist() for b in held] == [[0, 1, 2]]
-    assert files_in(tmp_path) == []         # the second file, never taken, is gone
+    wait_until(lambda: files_in(tmp_path) == [], 10, "the second file, never taken, to be removed")
     assert len(list(tmp_path.glob(f"{shm.PREFIX}*{shm.TAKEN}"))) == 1     # the first stays
     del held
     reader.close()
