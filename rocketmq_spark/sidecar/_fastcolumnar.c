@@ -115,11 +115,21 @@ static __attribute__((noinline)) int col_grow(Column *c, Py_ssize_t row, Py_ssiz
     return 0;
 }
 
+/* memcpy for the short fields a record is mostly made of (names, ids, hosts), inlined as
+   two overlapping moves instead of a call into libc per field; longer ones are libc's. */
+static inline void copy_field(char *dst, const uint8_t *src, Py_ssize_t n) {
+    if (n > 32) { memcpy(dst, src, n); return; }
+    if (n >= 16) { memcpy(dst, src, 16); memcpy(dst + n - 16, src + n - 16, 16); return; }
+    if (n >= 8) { memcpy(dst, src, 8); memcpy(dst + n - 8, src + n - 8, 8); return; }
+    if (n >= 4) { memcpy(dst, src, 4); memcpy(dst + n - 4, src + n - 4, 4); return; }
+    if (n > 0) { dst[0] = src[0]; dst[n >> 1] = src[n >> 1]; dst[n - 1] = src[n - 1]; }
+}
+
 /* 0, -1 out of memory, -2 past int32 offsets (the caller falls back) */
 static inline int col_put(Column *c, Py_ssize_t row, const void *src, Py_ssize_t n) {
     if (__builtin_expect(row + 2 > c->off_cap || c->len + n > c->cap, 0) && col_grow(c, row, n) < 0)
         return -1;
-    memcpy(c->data + c->len, src, n);
+    copy_field(c->data + c->len, src, n);
     c->len += n;
     if (__builtin_expect(c->len > INT32_MAX, 0)) return -2;
     c->offsets[row + 1] = (int32_t)c->len;
@@ -599,7 +609,9 @@ static int column_utf8(const Column *c, Py_ssize_t rows) {
     return 1;
 }
 
-typedef struct { const void *src; Py_ssize_t len; } Piece;
+/* One buffer of the message body: the bytes object holding it (owned by the Decoded, or
+   made here) and its length before padding. */
+typedef struct { PyObject **obj; Py_ssize_t len; } Piece;
 
 static inline Py_ssize_t pad8(Py_ssize_t n) { return (n + 7) & ~(Py_ssize_t)7; }
 
@@ -615,61 +627,69 @@ static Py_ssize_t bitmap(const uint8_t *valid, Py_ssize_t n, uint8_t *out) {
     return nulls;
 }
 
-/* The message of what `d` holds (n >= 1 rows). */
+/* The message of what `d` holds (n >= 1 rows), as the pieces a writer writes one after the
+   other (a writev): the prefix with the metadata, then each non-empty buffer, padded to 8
+   bytes with zeros. The buffers are the columns' own bytes objects (taken from `d`), so
+   the body is not copied into one message first; the file's write is its only copy. */
 static PyObject *message(Decoded *d, const char *broker, Py_ssize_t broker_len) {
     Py_ssize_t n = d->n, e = d->entries;
     Column *c = d->cols;
-    PyObject *out = NULL;
-    /* the broker column (one text repeated) and the two bitmaps, made here */
     Py_ssize_t bits = (n + 7) / 8;
-    char *made = PyMem_Malloc(sizeof(int32_t) * (n + 1) + (size_t)broker_len * n + 2 * bits + 1);
-    if (!made) return PyErr_NoMemory();
-    int32_t *broker_off = (int32_t *)made;
-    char *broker_data = made + sizeof(int32_t) * (n + 1);
-    uint8_t *tag_bits = (uint8_t *)broker_data + broker_len * n, *key_bits = tag_bits + bits;
-    if (broker_len * n > INT32_MAX) { PyMem_Free(made); Py_RETURN_NONE; }
+    if (broker_len * n > INT32_MAX) Py_RETURN_NONE;
+    /* the broker column (one text repeated) and the two bitmaps, made here */
+    PyObject *made[4] = {new_bytes(sizeof(int32_t) * (n + 1)), new_bytes(broker_len * n), new_bytes(bits),
+                         new_bytes(bits)};
+    PyObject *head = NULL, *out = NULL;
+    if (!made[0] || !made[1] || !made[2] || !made[3]) goto done;
+    int32_t *broker_off = (int32_t *)PyBytes_AS_STRING(made[0]);
+    char *broker_data = PyBytes_AS_STRING(made[1]);
     for (Py_ssize_t r = 0; r <= n; r++) broker_off[r] = (int32_t)(r * broker_len);
     for (Py_ssize_t r = 0; r < n; r++) memcpy(broker_data + r * broker_len, broker, broker_len);
-    Py_ssize_t tag_nulls = bitmap(c[C_TAGS].valid, n, tag_bits);
-    Py_ssize_t key_nulls = bitmap(c[C_KEYS].valid, n, key_bits);
-#define FIX(i) PyBytes_AS_STRING(d->fixed[i])
-#define VAR(col, rows) {NULL, 0}, {c[col].offsets, 4 * ((rows) + 1)}, {c[col].data, c[col].len}
+    Py_ssize_t tag_nulls = bitmap(c[C_TAGS].valid, n, (uint8_t *)PyBytes_AS_STRING(made[2]));
+    Py_ssize_t key_nulls = bitmap(c[C_KEYS].valid, n, (uint8_t *)PyBytes_AS_STRING(made[3]));
+#define VAR(col, rows) {NULL, 0}, {&c[col].off_obj, 4 * ((rows) + 1)}, {&c[col].data_obj, c[col].len}
     Piece pieces[N_BUFFERS] = {
         VAR(C_TOPIC, n),
-        {NULL, 0}, {broker_off, 4 * (n + 1)}, {broker_data, broker_len * n},
-        {NULL, 0}, {FIX(F_QID), 4 * n},
-        {NULL, 0}, {FIX(F_QOFF), 8 * n},
+        {NULL, 0}, {&made[0], 4 * (n + 1)}, {&made[1], broker_len * n},
+        {NULL, 0}, {&d->fixed[F_QID], 4 * n},
+        {NULL, 0}, {&d->fixed[F_QOFF], 8 * n},
         VAR(C_MSGID, n),
         VAR(C_OFFID, n),
-        {tag_bits, tag_nulls ? bits : 0}, {c[C_TAGS].offsets, 4 * (n + 1)}, {c[C_TAGS].data, c[C_TAGS].len},
-        {key_bits, key_nulls ? bits : 0}, {c[C_KEYS].offsets, 4 * (n + 1)}, {c[C_KEYS].data, c[C_KEYS].len},
+        {&made[2], tag_nulls ? bits : 0}, {&c[C_TAGS].off_obj, 4 * (n + 1)}, {&c[C_TAGS].data_obj, c[C_TAGS].len},
+        {&made[3], key_nulls ? bits : 0}, {&c[C_KEYS].off_obj, 4 * (n + 1)}, {&c[C_KEYS].data_obj, c[C_KEYS].len},
         VAR(C_BODY, n),
-        {NULL, 0}, {FIX(F_MAP), 4 * (n + 1)},
+        {NULL, 0}, {&d->fixed[F_MAP], 4 * (n + 1)},
         {NULL, 0},
         VAR(C_PNAME, e),
         VAR(C_PVALUE, e),
-        {NULL, 0}, {FIX(F_BORN), 8 * n},
-        {NULL, 0}, {FIX(F_STORE), 8 * n},
+        {NULL, 0}, {&d->fixed[F_BORN], 8 * n},
+        {NULL, 0}, {&d->fixed[F_STORE], 8 * n},
         VAR(C_BORN, n),
         VAR(C_STORE, n),
-        {NULL, 0}, {FIX(F_RECON), 4 * n},
+        {NULL, 0}, {&d->fixed[F_RECON], 4 * n},
     };
 #undef VAR
-#undef FIX
     int64_t nodes[N_NODES][2] = {
         {n, 0}, {n, 0}, {n, 0}, {n, 0}, {n, 0}, {n, 0}, {n, tag_nulls}, {n, key_nulls}, {n, 0},
         {n, 0}, {e, 0}, {e, 0}, {e, 0}, {n, 0}, {n, 0}, {n, 0}, {n, 0}, {n, 0},
     };
     int64_t buffers[N_BUFFERS][2];
-    Py_ssize_t body = 0;
+    Py_ssize_t body = 0, count = 1;
     for (int i = 0; i < N_BUFFERS; i++) {
+        Py_ssize_t len = pieces[i].len, padded = pad8(len);
         buffers[i][0] = body;
-        buffers[i][1] = pieces[i].len;
-        body += pad8(pieces[i].len);
+        buffers[i][1] = len;
+        body += padded;
+        if (!len) continue;
+        /* the buffer's object cut (or grown) to its padded length, the padding zeroed; a
+           bytes object not shared yet (refcount 1) can be resized in place */
+        if (Py_SIZE(*pieces[i].obj) != padded && resize(pieces[i].obj, padded) < 0) goto done;
+        memset(PyBytes_AS_STRING(*pieces[i].obj) + len, 0, padded - len);
+        count++;
     }
-    out = PyBytes_FromStringAndSize(NULL, 8 + layout.len + body);
-    if (!out) goto done;
-    char *p = PyBytes_AS_STRING(out);
+    head = new_bytes(8 + layout.len);
+    if (!head) goto done;
+    char *p = PyBytes_AS_STRING(head);
     uint32_t marker = 0xFFFFFFFFu;
     int32_t meta_len = (int32_t)layout.len;
     int64_t rows = n, body_len = body;
@@ -681,15 +701,18 @@ static PyObject *message(Decoded *d, const char *broker, Py_ssize_t broker_len) 
     memcpy(meta + layout.at_body_length, &body_len, 8);
     memcpy(meta + layout.at_nodes, nodes, sizeof nodes);
     memcpy(meta + layout.at_buffers, buffers, sizeof buffers);
-    char *q = meta + layout.len;
-    for (int i = 0; i < N_BUFFERS; i++) {
-        Py_ssize_t len = pieces[i].len, padded = pad8(len);
-        if (len) memcpy(q, pieces[i].src, len);
-        memset(q + len, 0, padded - len);
-        q += padded;
+    out = PyTuple_New(count);
+    if (!out) goto done;
+    PyTuple_SET_ITEM(out, 0, head);
+    head = NULL;
+    for (int i = 0, k = 1; i < N_BUFFERS; i++) {
+        if (!pieces[i].len) continue;
+        Py_INCREF(*pieces[i].obj);
+        PyTuple_SET_ITEM(out, k++, *pieces[i].obj);
     }
 done:
-    PyMem_Free(made);
+    Py_XDECREF(head);
+    for (int i = 0; i < 4; i++) Py_XDECREF(made[i]);
     return out;
 }
 

@@ -450,13 +450,19 @@ def decode_parts(parts: list[bytes | WalkedBodies], window: Window, last: int = 
 
 @dataclass(frozen=True)
 class Encoded:
-    """A record batch of ``SOURCE_SCHEMA`` already encoded as one Arrow IPC message (what
-    ``pa.RecordBatch.serialize`` returns), for a writer of IPC streams: the shared-memory
-    files (``shm.write_batches`` takes these and batches alike)."""
+    """A record batch of ``SOURCE_SCHEMA`` already encoded as one Arrow IPC message, for a
+    writer of IPC streams: the shared-memory files (``shm.write_batches`` takes these and
+    batches alike). The message is kept in the pieces the encoder made (``pieces``: the
+    metadata, then each buffer padded), which a writer writes one after the other; joined,
+    they are what ``pa.RecordBatch.serialize`` returns (``message``)."""
 
-    message: bytes
+    pieces: tuple[bytes, ...]
     num_rows: int
     schema: pa.Schema = field(default=SOURCE_SCHEMA, repr=False)
+
+    @property
+    def message(self) -> bytes:
+        return b"".join(self.pieces)
 
     def serialize(self) -> bytes:
         return self.message

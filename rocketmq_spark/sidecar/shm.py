@@ -58,6 +58,7 @@ FREE_SECONDS = 30.0       # a free file not reused for this long is removed
 STALE_SECONDS = 600.0
 _SHM = Path("/dev/shm")
 END_OF_STREAM = b"\xff\xff\xff\xff\x00\x00\x00\x00"   # continuation marker, a zero length
+_IOV_MAX = 512            # buffers a writev takes at once (Linux allows 1,024)
 
 
 def shm_dir(fallback: Path) -> Path:
@@ -82,7 +83,10 @@ def write_batches(batches: Sequence[Message], directory: Path) -> str:
     file written over when there is one, else a new one."""
     path = _claim(directory)
     try:
-        parts = [batches[0].schema.serialize(), *(b.serialize() for b in batches), END_OF_STREAM]
+        parts = [batches[0].schema.serialize()]
+        for b in batches:     # an encoded message's pieces as they are: the write joins them
+            parts.extend(getattr(b, "pieces", None) or (b.serialize(),))
+        parts.append(END_OF_STREAM)
         fd = os.open(path, os.O_WRONLY)
         try:
             _write_all(fd, parts)
@@ -97,7 +101,7 @@ def write_batches(batches: Sequence[Message], directory: Path) -> str:
 def _write_all(fd: int, parts: list[Any]) -> None:
     views = [memoryview(p).cast("B") for p in parts]
     while views:
-        done = os.writev(fd, views)
+        done = os.writev(fd, views[:_IOV_MAX])
         if done <= 0:
             raise OSError(f"writing a batch file: writev wrote {done} bytes")
         while views and done >= len(views[0]):

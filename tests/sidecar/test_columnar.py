@@ -470,6 +470,8 @@ def test_encoded_messages_hold_what_decode_parts_keeps(messages: list[MessageExt
     else:
         assert message is not None and message.num_rows == want.num_rows
         assert same(from_message(message), want)
+        # written one after the other: every piece keeps the stream 8-byte aligned
+        assert all(len(p) % 8 == 0 for p in message.pieces) and message.pieces[0][:4] == b"\xff" * 4
 
 
 def test_encoded_messages_leave_tag_filters_retry_topics_and_big_runs_to_pyarrow() -> None:
