@@ -30,8 +30,10 @@ from tests.waiting import wait_until
 
 GROUP = "g1"
 TEXT = st.text(st.characters(min_codepoint=3, max_codepoint=0x2FFF, exclude_categories=("Cs",)), max_size=12)
-HOSTS = st.sampled_from([HostPort("127.0.0.1", 10911), HostPort("10.1.2.3", 65535),
-                         HostPort("192.168.0.7", 1), HostPort("::1", 10911)])
+IPV4 = st.builds("{}.{}.{}.{}".format, *[st.integers(0, 255)] * 4)
+HOSTS = st.one_of(st.sampled_from([HostPort("127.0.0.1", 10911), HostPort("10.1.2.3", 65535),
+                                   HostPort("192.168.0.7", 1), HostPort("::1", 10911)]),
+                  st.builds(HostPort, IPV4, st.integers(0, 65535)))
 
 
 @st.composite
