@@ -4,10 +4,10 @@ How this works. For a Pull with ``shared_memory``, the sidecar writes a few reco
 (``BATCHES_PER_FILE``) as one Arrow IPC stream into a file of its own in shared memory
 (``/dev/shm`` when the host has it, else the sidecar's private directory), created with mode
 0600, and sends only the file's path. The stream is written in one call, from the batches'
-encapsulated messages (most of them built by the compiled decoder already: ``columnar``'s
-``Encoded``). The reader maps the file (no copy) and reads the
-batches straight out of the mapping. Bytes then cross no socket and are copied once, by the
-sidecar's writer.
+encapsulated messages (most of them built by the compiled decoder already, as the pieces of
+``columnar``'s ``Encoded``, which the ``writev`` gathers). The reader maps the file (no copy)
+and reads the batches straight out of the mapping. Bytes then cross no socket and are copied
+once, by the sidecar's writer.
 
 Files are reused. A file's name says which kind it is: ``<PREFIX>r-<token>.arrow`` is
 written and waiting for its reader, who takes it by renaming it ``.taken`` and, once every
