@@ -160,8 +160,8 @@ static char *put_decimal(char *out, uint32_t v) {
     return out;
 }
 
-/* "a.b.c.d:port" of an IPv4 host + port (the port a signed int32, as stored) into out[24];
-   returns its length. */
+/* "a.b.c.d:port" of an IPv4 host + port (the port a signed int32, as stored) at out (at most 27
+   bytes: "255.255.255.255:-2147483648"); returns its length. */
 static int format_host(char *out, const uint8_t *p) {
     char *o = out;
     for (int i = 0; i < 4; i++) {
