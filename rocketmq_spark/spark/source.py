@@ -23,6 +23,7 @@ from pyspark.sql.types import StructType
 
 from rocketmq_spark.errors import ConfigError
 from rocketmq_spark.spark import options
+from rocketmq_spark.spark.imports import collector_paused
 from rocketmq_spark.spark.schema import SOURCE_SCHEMA_SPARK
 
 __all__ = ["RocketMQDataSource"]
@@ -66,20 +67,23 @@ class RocketMQDataSource(DataSource):
         return SOURCE_SCHEMA_SPARK
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        from rocketmq_spark.spark.batch_reader import RocketMQBatchReader
+        with collector_paused():
+            from rocketmq_spark.spark.batch_reader import RocketMQBatchReader
 
         _check_schema(schema)
         return RocketMQBatchReader(options.parse(self.options, "batch"))
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        from rocketmq_spark.spark.stream_reader import RocketMQStreamReader
+        with collector_paused():      # imports.py: a collection now would free nothing
+            from rocketmq_spark.spark.stream_reader import RocketMQStreamReader
 
         _check_schema(schema)
         return RocketMQStreamReader(options.parse(self.options, "stream"))
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
-        from rocketmq_spark.spark import sink_options
-        from rocketmq_spark.spark.writer import RocketMQWriter, check_schema
+        with collector_paused():
+            from rocketmq_spark.spark import sink_options
+            from rocketmq_spark.spark.writer import RocketMQWriter, check_schema
 
         if overwrite:
             raise ConfigError("the rocketmq sink only appends (RocketMQ cannot replace what a "
@@ -88,13 +92,13 @@ class RocketMQDataSource(DataSource):
         return RocketMQWriter(opts, check_schema(schema, opts.topic, exactly_once=opts.exactly_once))
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
-        from rocketmq_spark.spark import sink_options
-        from rocketmq_spark.spark.writer import RocketMQStreamWriter, check_schema
+        with collector_paused():
+            from rocketmq_spark.spark import sink_options
+            from rocketmq_spark.spark.exactly_once import stream_txn_id
+            from rocketmq_spark.spark.writer import RocketMQStreamWriter, check_schema
 
         # overwrite is Spark's complete output mode: every trigger sends the whole result
         # table again, as the Kafka sink does.
-        from rocketmq_spark.spark.exactly_once import stream_txn_id
-
         opts = sink_options.parse(self.options)
         txn_id = stream_txn_id(opts, dict(self.options)) if opts.exactly_once else None
         return RocketMQStreamWriter(opts, check_schema(schema, opts.topic, exactly_once=opts.exactly_once),
