@@ -3,11 +3,11 @@
 How this works. For a Pull with ``shared_memory``, the sidecar writes a few record batches
 (``BATCHES_PER_FILE``) as one Arrow IPC stream into a file of its own in shared memory
 (``/dev/shm`` when the host has it, else the sidecar's private directory), created with mode
-0600, and sends only the file's path. The stream is written in one call, from the batches'
-encapsulated messages (most of them built by the compiled decoder already, as the pieces of
-``columnar``'s ``Encoded``, which the ``writev`` gathers). The reader maps the file (no copy)
-and reads the batches straight out of the mapping. Bytes then cross no socket and are copied
-once, by the sidecar's writer.
+0600, and sends only the file's path. The stream is written a batch at a time, each as soon
+as it is made, from its encapsulated message (most of them built by the compiled decoder
+already, as the pieces of ``columnar``'s ``Encoded``, which a ``writev`` gathers). The
+reader maps the file (no copy) and reads the batches straight out of the mapping. Bytes
+then cross no socket and are copied once, by the sidecar's writer.
 
 Files are reused. A file's name says which kind it is: ``<PREFIX>r-<token>.arrow`` is
 written and waiting for its reader, who takes it by renaming it ``.taken`` and, once every
@@ -79,23 +79,52 @@ class Message(Protocol):
 
 def write_batches(batches: Sequence[Message], directory: Path) -> str:
     """One file holding ``batches`` (at least one, of one schema) as an Arrow IPC stream
-    (the schema's message, each batch's, the end-of-stream marker, in one write): a free
-    file written over when there is one, else a new one."""
-    path = _claim(directory)
-    try:
-        parts = [batches[0].schema.serialize()]
-        for b in batches:     # an encoded message's pieces as they are: the write joins them
-            parts.extend(getattr(b, "pieces", None) or (b.serialize(),))
-        parts.append(END_OF_STREAM)
-        fd = os.open(path, os.O_WRONLY)
+    (the schema's message, each batch's, the end-of-stream marker): a free file written
+    over when there is one, else a new one."""
+    writing = _Writing(directory, batches[0].schema)
+    for b in batches:
+        writing.add(b)
+    return writing.finish()
+
+
+class _Writing:
+    """One file being written, a batch at a time: each batch goes in as soon as it is made,
+    while its buffers are still in the CPU's caches, and is then freed, so a stream holds
+    one batch's buffers at a time, not a file's (``batch_files``). An encoded message's
+    pieces are written as they are: the ``writev`` joins them. The file is removed if
+    writing it fails or it is given up."""
+
+    def __init__(self, directory: Path, schema: pa.Schema) -> None:
+        self.path = _claim(directory)
         try:
-            _write_all(fd, parts)
-        finally:
-            os.close(fd)
-    except BaseException:
-        _unlink(path)
-        raise
-    return path
+            self._fd = os.open(self.path, os.O_WRONLY)
+        except BaseException:
+            _unlink(self.path)
+            raise
+        self._put([schema.serialize()])
+
+    def add(self, batch: Message) -> None:
+        self._put(list(getattr(batch, "pieces", None) or (batch.serialize(),)))
+
+    def finish(self) -> str:
+        """Ends the stream and closes the file; its path, for the reader."""
+        self._put([END_OF_STREAM])
+        os.close(self._fd)
+        self._fd = -1
+        return self.path
+
+    def abandon(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+        _unlink(self.path)
+
+    def _put(self, parts: list[Any]) -> None:
+        try:
+            _write_all(self._fd, parts)
+        except BaseException:
+            self.abandon()
+            raise
 
 
 def _write_all(fd: int, parts: list[Any]) -> None:
@@ -173,30 +202,31 @@ def batch_files(batches: Iterable[Message], directory: Path, *,
             pause = min(pause * 2, _WAIT_MOST)
 
     finished = False
+    writing: _Writing | None = None
+    count, limit = 0, first
     try:
-        for group in _groups(batches, per_file, first):
-            if not room():
-                return
-            untaken.append(write_batches(group, directory))
+        for batch in batches:
+            if writing is None:
+                if not room():
+                    return
+                writing = _Writing(directory, batch.schema)
+            writing.add(batch)
+            count += 1
+            if count == limit:
+                untaken.append(writing.finish())
+                writing, count, limit = None, 0, per_file
+                yield untaken[-1]
+        if writing is not None:
+            untaken.append(writing.finish())
+            writing = None
             yield untaken[-1]
         finished = True
     finally:
+        if writing is not None:
+            writing.abandon()
         if not finished:
             for path in untaken:
                 _unlink(path)
-
-
-def _groups(batches: Iterable[Message], size: int, first: int) -> Iterator[list[Message]]:
-    """``batches`` in lists of ``size`` after a first list of ``first``, the last one shorter
-    when they do not divide."""
-    group: list[Message] = []
-    for batch in batches:
-        group.append(batch)
-        if len(group) == first:
-            yield group
-            group, first = [], size
-    if group:
-        yield group
 
 
 def read_batches(path: str) -> list[pa.RecordBatch]:

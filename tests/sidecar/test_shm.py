@@ -76,6 +76,25 @@ def test_closing_mid_stream_removes_the_untaken_files(tmp_path: Path) -> None:
     assert files_in(tmp_path) == []
 
 
+def test_a_batch_source_failing_mid_file_leaves_no_file(tmp_path: Path) -> None:
+    # Each batch goes into its file as soon as it is made, so a file is half written when
+    # the source fails; it is removed with the one handed out but never taken, and the
+    # error reaches the reader.
+    on_disk: list[int] = []
+
+    def failing():
+        yield from batches(3)
+        on_disk.append(len(list(tmp_path.glob(f"{shm.PREFIX}*"))))
+        raise RuntimeError("the pulls failed")
+
+    gen = shm.batch_files(failing(), tmp_path, per_file=4)
+    next(gen)                                                  # one batch: FIRST_FILE_BATCHES
+    with pytest.raises(RuntimeError, match="the pulls failed"):
+        next(gen)
+    assert on_disk == [2]                   # the first file, and the second with two batches in
+    assert list(tmp_path.glob(f"{shm.PREFIX}*")) == []
+
+
 def test_files_written_ahead_in_a_thread_are_removed_when_the_reader_stops(tmp_path: Path) -> None:
     # The sidecar writes files in a thread of their own (readahead): here the writer has
     # written every file before the reader stops: it took the first file, got the second
