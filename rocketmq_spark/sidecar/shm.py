@@ -31,6 +31,7 @@ after a crash is swept after ``STALE_SECONDS``.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import mmap
 import os
@@ -96,19 +97,19 @@ class _Writing:
 
     def __init__(self, directory: Path, schema: pa.Schema) -> None:
         self.path = _claim(directory)
-        try:
+        self._fd = -1
+        with self._or_removed():
             self._fd = os.open(self.path, os.O_WRONLY)
-        except BaseException:
-            _unlink(self.path)
-            raise
-        self._put([schema.serialize()])
+            _write_all(self._fd, [schema.serialize()])
 
     def add(self, batch: Message) -> None:
-        self._put(list(getattr(batch, "pieces", None) or (batch.serialize(),)))
+        with self._or_removed():
+            _write_all(self._fd, list(getattr(batch, "pieces", None) or (batch.serialize(),)))
 
     def finish(self) -> str:
         """Ends the stream and closes the file; its path, for the reader."""
-        self._put([END_OF_STREAM])
+        with self._or_removed():
+            _write_all(self._fd, [END_OF_STREAM])
         os.close(self._fd)
         self._fd = -1
         return self.path
@@ -119,9 +120,12 @@ class _Writing:
             self._fd = -1
         _unlink(self.path)
 
-    def _put(self, parts: list[Any]) -> None:
+    @contextlib.contextmanager
+    def _or_removed(self) -> Iterator[None]:
+        """The body, or the file removed when it fails (a batch that cannot be serialized,
+        a write that fails)."""
         try:
-            _write_all(self._fd, parts)
+            yield
         except BaseException:
             self.abandon()
             raise

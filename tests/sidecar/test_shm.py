@@ -76,6 +76,18 @@ def test_closing_mid_stream_removes_the_untaken_files(tmp_path: Path) -> None:
     assert files_in(tmp_path) == []
 
 
+def test_a_batch_that_cannot_be_serialized_leaves_no_file(tmp_path: Path) -> None:
+    class Broken:
+        schema = batches(1)[0].schema
+
+        def serialize(self) -> bytes:
+            raise ValueError("not serializable")
+
+    with pytest.raises(ValueError, match="not serializable"):
+        shm.write_batches([batches(1)[0], Broken()], tmp_path)
+    assert list(tmp_path.glob(f"{shm.PREFIX}*")) == []
+
+
 def test_a_batch_source_failing_mid_file_leaves_no_file(tmp_path: Path) -> None:
     # Each batch goes into its file as soon as it is made, so a file is half written when
     # the source fails; it is removed with the one handed out but never taken, and the
