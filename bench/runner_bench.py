@@ -62,15 +62,15 @@ def child(way: str, namesrv: str, topic: str) -> int:
                                      "startingOffsets": "earliest"})
     reader = source.streamReader(source.schema())
     start = reader.initialOffset()
-    if way == "ceiling":          # no admission control: Spark asks for the latest offset
-        end = reader.latestOffset()
-        reader.partitions(start, end)
-        reader.commit(end)
-    else:
+    admission = way != "ceiling"  # the ceiling has none: Spark asks for the latest offset
+    if admission:
         reader.prepareForTriggerAvailableNow()
         end = reader.latestOffset(start, reader.getDefaultReadLimit())
-        reader.partitions(start, end)
-        reader.commit(end)
+    else:
+        end = reader.latestOffset()
+    reader.partitions(start, end)
+    reader.commit(end)
+    if admission:                 # the call that commits the last batch of an AvailableNow run
         reader.latestOffset(end, reader.getDefaultReadLimit())
     reader.stop()
     return 0
