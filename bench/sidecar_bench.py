@@ -2,6 +2,7 @@
 
     python bench/sidecar_bench.py [--messages N] [--queues Q] [--threads T] [--size BYTES]
                                   [--pull-batch-size N] [--broker-max-transfer N] [--rounds R]
+                                  [--pin]
 
 An embedded broker runs in a subprocess (async flush) and holds N messages of SIZE bytes
 (default 32) over Q queues. In this process, a ``SidecarService`` (what the sidecar process
@@ -20,6 +21,9 @@ serves over gRPC) reads every queue's whole range on T threads at a time, four w
   connections (a reader thread and a future per pull), what the sidecar used before.
 
 This process sets glibc's allocator as the sidecar process does (``keep_freed_memory``).
+``--pin`` puts the broker on CPU 1 and this process on CPU 0, as ``host_cost_bench.py``
+places them: the sidecar's cost alone on the CPU it shares with Spark there, to set beside
+what that benchmark charges the sidecar.
 Prints messages/s and this process's CPU microseconds per message for each (the broker's
 CPU is its own process's): the best and the median round, and the share of the CPU the pulls
 take.
@@ -28,6 +32,7 @@ take.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import threading
@@ -44,6 +49,8 @@ from rocketmq_spark.sidecar.cli import keep_freed_memory
 from rocketmq_spark.sidecar.model import Cluster, PullSpec
 from rocketmq_spark.sidecar.pull import read_range
 from rocketmq_spark.sidecar.service import SidecarService
+
+HOST_CPU, BROKER_CPU = 0, 1       # as in host_cost_bench.py
 
 
 def run(ranges: list[PullSpec], threads: int, read: Callable[[PullSpec], int]) -> tuple[float, float, int]:
@@ -71,10 +78,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--broker-max-transfer", type=int, default=None, metavar="N",
                    help="the broker's cap on messages per pull (default Apache's 32)")
     p.add_argument("--rounds", type=int, default=3, help="each way is run this many times; best kept")
+    p.add_argument("--pin", action="store_true",
+                   help=f"the broker on CPU {BROKER_CPU}, this process on CPU {HOST_CPU} (as host_cost_bench.py)")
     args = p.parse_args(argv)
     keep_freed_memory()                  # as the sidecar process does (sidecar/cli.py)
+    if args.pin:
+        if len(os.sched_getaffinity(0)) < 2:
+            raise SystemExit("--pin needs two CPUs: one for the broker, one for this process")
+        os.sched_setaffinity(0, {BROKER_CPU})          # the broker subprocess inherits it
 
     with broker_process(max_transfer_count=args.broker_max_transfer) as addr:
+        if args.pin:
+            os.sched_setaffinity(0, {HOST_CPU})        # this thread; the service's threads inherit it
         mq = MQClient(ClientConfig.parse(addr))
         topic = f"bench_sidecar_{uuid.uuid4().hex[:6]}"
         mq.create_topic(topic, queues=args.queues)
