@@ -126,8 +126,11 @@ def role(cmdline: str) -> str:
     exe = os.path.basename(words[0]) if words else ""
     if exe == "java":
         return "jvm"
-    if exe in ("bash", "sh", "dash"):
-        return "other"             # e.g. spark-submit's script, which execs java later
+    if not exe.startswith("python"):
+        # a shell or `env` running spark-submit's script, which execs java later: looked at
+        # again at the next sample (its arguments end in "pyspark-shell", which made it a
+        # Python helper for good when a sample caught `env`, and hid the driver's JVM)
+        return "other"
     if "read" in words and any(w.endswith("memory_bench.py") for w in words):
         return "driver-python"
     if "pyspark.daemon" in words and "pyspark.worker" in words:
