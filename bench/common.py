@@ -16,6 +16,10 @@ from typing import TYPE_CHECKING, Any, Iterator
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+# Where the benchmarks that pin place things: the broker on one CPU (as a remote broker
+# would be), what the Spark host runs (Spark, its workers, the sidecar) on the other.
+HOST_CPU, BROKER_CPU = 0, 1
+
 
 def _compiled_once() -> None:
     """Write the package's bytecode, as ``pip install`` does: from a source checkout with

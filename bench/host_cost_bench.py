@@ -47,12 +47,10 @@ from pathlib import Path
 from typing import Any
 
 from ceiling_source import ceiling_df
-from common import (JIT, ROLES, BrokerProcess, Timer, cpu_spent, local_spark, produce_fast,  # also puts the project root on sys.path
+from common import (BROKER_CPU, HOST_CPU, JIT, ROLES, BrokerProcess, Timer, cpu_spent, local_spark, produce_fast,  # also puts the project root on sys.path
                     stored_properties, table)
 
 from rocketmq_spark.client import ClientConfig, MQClient
-
-HOST_CPU, BROKER_CPU = 0, 1
 
 
 def cpu_busy(cpu: int) -> float:

@@ -27,15 +27,13 @@ import tempfile
 import uuid
 from pathlib import Path
 
-from common import BrokerProcess, produce_fast, table  # also puts the project root on sys.path
+from common import BROKER_CPU, HOST_CPU, BrokerProcess, produce_fast, table  # also puts the project root on sys.path
 from sidecar_bench import run
 
 from rocketmq_spark.client import ClientConfig, MQClient
 from rocketmq_spark.sidecar.model import Cluster, PullSpec
 from rocketmq_spark.sidecar.pull import PullPolicy
 from rocketmq_spark.sidecar.service import SidecarService
-
-BROKER_CPU, READER_CPU = 1, 0
 
 
 def process_cpu(pid: int) -> float:
@@ -69,7 +67,7 @@ def main() -> int:
         produce_fast(mq, queues, args.messages, args.size)
         ranges = [PullSpec(q, 0, mq.max_offset(q), group="bench_pipeline", shared_memory=True) for q in queues]
         mq.close()
-        os.sched_setaffinity(0, {READER_CPU})
+        os.sched_setaffinity(0, {HOST_CPU})
         if not args.no_competitor:
             competitor = subprocess.Popen([sys.executable, "-c", "while True: pass"])
         cluster = Cluster(broker.namesrv_addr)

@@ -41,7 +41,7 @@ import uuid
 from dataclasses import replace
 from typing import Callable
 
-from common import Timer, broker_process, produce_fast, table  # also puts the project root on sys.path
+from common import BROKER_CPU, HOST_CPU, Timer, broker_process, produce_fast, table  # also puts the project root on sys.path
 
 from rocketmq_spark.client import ClientConfig, MQClient
 from rocketmq_spark.sidecar import shm
@@ -49,8 +49,6 @@ from rocketmq_spark.sidecar.cli import keep_freed_memory
 from rocketmq_spark.sidecar.model import Cluster, PullSpec
 from rocketmq_spark.sidecar.pull import read_range
 from rocketmq_spark.sidecar.service import SidecarService
-
-HOST_CPU, BROKER_CPU = 0, 1       # as in host_cost_bench.py
 
 
 def run(ranges: list[PullSpec], threads: int, read: Callable[[PullSpec], int]) -> tuple[float, float, int]:
