@@ -1,9 +1,10 @@
 """Sending many messages fast: batches per queue, several requests in flight.
 
 How it works. ``SendPipeline.add(message, key, ref)`` puts a message in its queue's batch (a
-sharding key picks the queue with ``sharding.select_queue``, no key goes round robin over
-the topic's send queues, a batch at a time); a batch goes out as SEND_BATCH_MESSAGE once
-it holds ``batch_size`` messages or ``batch_bytes`` bytes (a single message as
+sharding key picks the queue with ``sharding.select_queue``; no key takes the next turn of
+the process's ``sharding.ROUND_ROBIN`` over the topic's send queues, a batch at a time, so
+pipelines one after the other go on where the last stopped); a batch goes out as
+SEND_BATCH_MESSAGE once it holds ``batch_size`` messages or ``batch_bytes`` bytes (a single message as
 SEND_MESSAGE_V2; delayed messages and %RETRY%/%DLQ% topics alone: brokers refuse them in
 batches). A request without a key that a broker refuses with a retriable code is sent once
 more to another broker's queue (never after a timeout: it may have been stored). Up to ``depth`` requests are in
@@ -23,7 +24,7 @@ from typing import Any, Callable, Hashable, Protocol, Sequence
 from rocketmq_spark.errors import BrokerError, RequestTimeout, RocketMQError
 from rocketmq_spark.remoting.codes import DLQ_PREFIX, RETRY_PREFIX
 from rocketmq_spark.remoting.route import MessageQueue
-from rocketmq_spark.sharding import select_queue
+from rocketmq_spark.sharding import ROUND_ROBIN, RoundRobin, select_queue
 from rocketmq_spark.structs import Message, SendResult
 
 SEND_OK = "SEND_OK"
@@ -82,14 +83,15 @@ class _Lane:
 class SendPipeline:
     def __init__(self, client: Sender, *, producer_group: str, batch_size: int = 256,
                  batch_bytes: int = 1 << 20, depth: int = 16,
-                 on_result: Callable[[Sequence[Hashable], SendResult], None] | None = None) -> None:
+                 on_result: Callable[[Sequence[Hashable], SendResult], None] | None = None,
+                 rotation: RoundRobin = ROUND_ROBIN) -> None:
         if batch_size < 1 or depth < 1:
             raise ValueError("batch_size and depth must be >= 1")
         self.client, self.group = client, producer_group
         self.batch_size, self.batch_bytes, self.depth = batch_size, batch_bytes, depth
-        self.on_result = on_result
+        self.on_result, self.rotation = on_result, rotation
         self._queues: dict[str, list[MessageQueue]] = {}
-        self._turn: dict[str, int] = {}
+        self._turn: dict[str, int] = {}        # a topic's unkeyed messages: the turn they are on
         self._lanes: dict[MessageQueue, _Lane] = {}
         self._pending: deque[tuple[_Lane, list[Hashable], Any, int]] = deque()
         self.failures: list[Failure] = []
@@ -107,7 +109,10 @@ class SendPipeline:
         queues = self._topic_queues(topic)
         if key:
             return select_queue(key, queues)
-        return queues[self._turn.get(topic, 0) % len(queues)]   # moves on once its batch went
+        turn = self._turn.get(topic)
+        if turn is None:                # the first unkeyed message since the last batch went
+            turn = self._turn[topic] = self.rotation.take(topic)
+        return queues[turn % len(queues)]
 
     def add(self, message: Message, key: str | None = None, ref: Hashable = None) -> None:
         """Queue ``message`` for sending. After a request failed nothing more is sent: the
@@ -140,7 +145,7 @@ class SendPipeline:
         batch, refs = lane.batch, lane.refs
         lane.batch, lane.refs, lane.size = [], [], 0
         if not lane.ordered:                      # the next unkeyed batch of the topic goes elsewhere
-            self._turn[lane.queue.topic] = self._turn.get(lane.queue.topic, 0) + 1
+            self._turn.pop(lane.queue.topic, None)
         while len(self._pending) >= self.depth or (lane.ordered and lane.in_flight >= 1):
             self._settle()
         if self.failures:               # nothing is sent after a failure (order, and the report)

@@ -3,8 +3,9 @@
 A ``sharding_key`` picks its queue among the topic's send queues with
 ``sharding.select_queue`` (the rule of Java's SelectMessageQueueByHash), so one key always
 lands on one queue while the route is stable and its messages keep their order; a topic
-without a route yet is sent to on TBW102's brokers, which create it (as without a key). Messages without a key go round robin (the client picks
-per call). Consecutive messages bound for the same queue (or, without a key, the same
+without a route yet is sent to on TBW102's brokers, which create it (as without a key).
+Messages without a key take turns over the queues, a batch at a time, with the turns of the
+whole process (``sharding.ROUND_ROBIN``): successive calls go on where the last one stopped. Consecutive messages bound for the same queue (or, without a key, the same
 topic) are sent with SEND_BATCH_MESSAGE in runs of up to ``max_batch_messages`` /
 ``max_batch_bytes``; delayed messages and %RETRY%/%DLQ% topics are sent one by one (the
 broker refuses them in batches). Results come back in request order.
@@ -26,7 +27,7 @@ from rocketmq_spark.client.pipeline import Sender as Sender
 from rocketmq_spark.remoting.codes import TransactionState
 from rocketmq_spark.remoting.message import PROP_SHARDING_KEY
 from rocketmq_spark.remoting.route import MessageQueue
-from rocketmq_spark.sharding import select_queue
+from rocketmq_spark.sharding import ROUND_ROBIN, RoundRobin, select_queue
 from rocketmq_spark.sidecar.model import Outgoing
 from rocketmq_spark.structs import HalfMessage, Message, SendResult
 
@@ -83,13 +84,13 @@ class HalfSender(Protocol):
 
 
 def send_halves(client: HalfSender, items: Sequence[Outgoing], producer_group: str, tag: str, *,
-                tag_property: str, depth: int = HALF_DEPTH) -> list[SendResult]:
+                tag_property: str, depth: int = HALF_DEPTH,
+                rotation: RoundRobin = ROUND_ROBIN) -> list[SendResult]:
     """Each message as a half message tagged ``tag``; results (the half messages' offsets)
     in request order. The first failure raises once the requests in flight are answered,
     after the half messages already stored are rolled back (best effort: any left over are
     rolled back when the broker checks them back)."""
     queues: dict[str, list[MessageQueue]] = {}
-    turn: dict[str, int] = {}
     pending: deque[Any] = deque()
     results: list[SendResult] = []
     failure: Exception | None = None
@@ -110,9 +111,7 @@ def send_halves(client: HalfSender, items: Sequence[Outgoing], producer_group: s
             queue = select_queue(item.sharding_key, queues[msg.topic])
             props = {**msg.properties, PROP_SHARDING_KEY: item.sharding_key, tag_property: tag}
         else:
-            n = turn.get(msg.topic, 0)
-            turn[msg.topic] = n + 1
-            queue = queues[msg.topic][n % len(queues[msg.topic])]
+            queue = rotation.select(msg.topic, queues[msg.topic])
             props = {**msg.properties, tag_property: tag}
         if len(pending) >= depth:
             settle()

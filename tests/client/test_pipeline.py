@@ -1,15 +1,18 @@
 """SendPipeline's logic against a scripted sender (answers settle when awaited): batches per
-queue, one request in flight per keyed queue, delays alone, the depth bound, and a failure
-that stops the pipeline and names the refs of the failed request."""
+queue, one request in flight per keyed queue, delays alone, the depth bound, a failure
+that stops the pipeline and names the refs of the failed request, and the turns unkeyed
+messages take across pipelines (the sidecar makes one a Send call)."""
 
 from __future__ import annotations
+
+import threading
 
 import pytest
 
 from rocketmq_spark.client.pipeline import PipelineFailed, SendPipeline
 from rocketmq_spark.errors import BrokerError
 from rocketmq_spark.remoting.route import MessageQueue
-from rocketmq_spark.sharding import select_queue
+from rocketmq_spark.sharding import RoundRobin, select_queue
 from rocketmq_spark.structs import Message, SendResult
 
 QS = [MessageQueue("t", "broker-a", i) for i in range(4)]
@@ -107,3 +110,42 @@ def test_a_failure_names_its_refs_and_stops_the_pipeline() -> None:
     assert "the message is illegal" in failure.error and "21..30" in str(info.value)
     assert info.value.acknowledged == 20
     assert sum(len(v) for v in s.stored.values()) == 20     # nothing after the failed request
+
+
+def test_short_sends_in_a_row_go_on_where_the_last_one_stopped() -> None:
+    """A sink's Send calls are 256 rows or fewer, each a pipeline of its own: with turns
+    kept per pipeline every one of them started on the first queue (all of a write's rows
+    on one queue of one broker)."""
+    s, turns = Scripted(), RoundRobin(seed=7)
+    for call in range(8):
+        pipe = SendPipeline(s, producer_group="g", batch_size=256, rotation=turns)
+        for i in range(5):
+            pipe.add(msg(call * 5 + i), None, i)
+        assert pipe.close() == 5
+    assert len(s.requests) == 8 and all(n == 5 for _q, n in s.requests)
+    used = [q for q, _ in s.requests]
+    assert all(QS[(QS.index(used[0]) + k) % 4] == used[k] for k in range(8))   # in turn
+    assert {len(msgs) for msgs in s.stored.values()} == {10} and len(s.stored) == 4
+
+
+def test_turns_start_at_random_and_are_never_handed_out_twice() -> None:
+    starts = {RoundRobin().take("t") for _ in range(20)}
+    assert len(starts) > 1                      # not every process on the first queue
+    turns = RoundRobin(seed=3)
+    first = turns.take("t")
+    assert [turns.take("t") for _ in range(3)] == [first + 1, first + 2, first + 3]
+    turns.take("other")                         # each topic its own turns
+    assert turns.take("t") == first + 4
+    taken: list[int] = []
+
+    def take_many() -> None:
+        mine = [turns.take("u") for _ in range(2000)]
+        taken.extend(mine)
+
+    threads = [threading.Thread(target=take_many) for _ in range(4)]
+    [t.start() for t in threads]
+    [t.join() for t in threads]
+    assert len(set(taken)) == len(taken) == 8000
+    assert turns.select("u", QS) == QS[(max(taken) + 1) % 4]
+    with pytest.raises(ValueError):
+        turns.select("u", [])

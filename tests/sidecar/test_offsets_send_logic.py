@@ -8,8 +8,8 @@ from rocketmq_spark.remoting.message import java_string_hash
 from rocketmq_spark.remoting.route import MessageQueue
 from rocketmq_spark.sidecar.model import Outgoing
 from rocketmq_spark.sidecar.offsets import first_offset_at_or_after, queue_offsets
-from rocketmq_spark.sharding import select_queue
-from rocketmq_spark.sidecar.send import send_all
+from rocketmq_spark.sharding import RoundRobin, select_queue
+from rocketmq_spark.sidecar.send import send_all, send_halves
 from rocketmq_spark.structs import Message
 from tests.sidecar.fakes import FakeOffsetClient, FakeQueue, FakeSender, make_messages
 
@@ -96,3 +96,20 @@ def test_send_without_keys_batches_per_topic_and_splits_runs() -> None:
     results = send_all(sender, items, "pg", max_batch_messages=3)
     assert [c[2] for c in sender.calls] == [3, 3, 1]
     assert len({(r.queue, r.msg_id, r.queue_offset) for r in results}) == 7
+
+
+def test_calls_in_a_row_take_turns_over_the_queues() -> None:
+    """Successive Send calls (a sink's 256 rows each) and half-message sends go on where the
+    last call stopped, not each from the first queue."""
+    qs = [MessageQueue("t", "b", i) for i in range(4)]
+    sender, turns = FakeSender(qs), RoundRobin(seed=11)
+    for call in range(4):
+        send_all(sender, [Outgoing(Message("t", b"%d" % i)) for i in range(3)], "pg", depth=1)
+    assert sorted(len(m) for m in sender.stored.values()) == [3, 3, 3, 3]
+    halves = FakeSender(qs)
+    for call in range(2):
+        results = send_halves(halves, [Outgoing(Message("t", b"h"))] * 6, "pg", "tx", tag_property="TAG",
+                              rotation=turns)
+        assert all(r.queue == qs[(qs.index(results[0].queue) + i) % 4] for i, r in enumerate(results))
+    assert sorted(len(m) for m in halves.stored.values()) == [3, 3, 3, 3]
+    assert all(m.properties["TAG"] == "tx" for msgs in halves.stored.values() for m in msgs)

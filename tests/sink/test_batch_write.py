@@ -158,6 +158,22 @@ def test_a_bad_row_fails_the_job_naming_row_and_column(spark, rocketmq):
         write(df, rocketmq, topic=topic)
 
 
+@pytest.mark.parametrize("guarantee, batch", [("at-least-once", 8), ("exactly-once", 3)])
+def test_rows_without_a_key_take_turns_over_every_queue(spark, rocketmq, guarantee, batch):
+    """Each Send call (batchSize rows) used to start again on the topic's first queue, so a
+    write without sharding keys put every row on one queue of one broker (half messages: on
+    the first three of four). Now the calls go on where the last one stopped: a batch a
+    queue (a message a queue for half messages)."""
+    topic = rocketmq.create_topic("sink_spread", queues=2)
+    queues = sorted(rocketmq.admin.publish_queues(topic, refresh=True))
+    n = 16 * len(queues)
+    df = spark.createDataFrame([(f"row-{i}",) for i in range(n)], "body string").coalesce(1)
+    write(df, rocketmq, topic=topic, batchSize=batch, deliveryGuarantee=guarantee)
+    stored = ours_read(rocketmq, topic)
+    assert {q: len(msgs) for q, msgs in stored.items()} == {(q.broker_name, q.queue_id): 16 for q in queues}
+    assert sorted(m.payload() for msgs in stored.values() for m in msgs) == sorted(b"row-%d" % i for i in range(n))
+
+
 def test_a_refused_send_fails_the_job_with_the_broker_code(spark, rocketmq):
     topic = rocketmq.create_topic("sink_refused", queues=1)
     too_big = os.urandom(4 * 1024 * 1024 + 1)                   # over maxMessageSize, incompressible
