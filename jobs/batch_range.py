@@ -3,9 +3,10 @@
     spark-submit --properties-file conf/spark-defaults.conf jobs/batch_range.py \
         [--conf FILE] [--from-offset N] [--to-offset M]
 
-Reads queue offsets ``[N, M)`` of every queue of the topic (default: the first 100 of
-each), without a consumer group offset or a lock, and prints per-queue counts and a few
-rows. Offsets past a queue's end are capped at its max offset."""
+Like every job here, it first sends ``[workload].messages`` order events to the topic
+(``--messages 0``: none), then reads queue offsets ``[N, M)`` of every queue of the topic
+(default: the first 100 of each), without a consumer group offset or a lock, and prints
+per-queue counts and a few rows. Offsets past a queue's end are capped at its max offset."""
 
 from __future__ import annotations
 

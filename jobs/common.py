@@ -56,13 +56,20 @@ def _tls_options(table: dict[str, Any]) -> dict[str, str]:
     return opts if opts.get("tls") == "true" else {}
 
 
+def _non_negative(text: str) -> int:
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
+    return int(text)
+
+
 def parse_args(description: str, argv: list[str] | None = None,
                extra: Any = None) -> tuple[argparse.Namespace, JobConfig]:
     p = argparse.ArgumentParser(description=description)
     p.add_argument("--conf", default=str(DEFAULT_CONF), help=f"TOML configuration (default {DEFAULT_CONF})")
     p.add_argument("--master", help="Spark master, e.g. spark://host:7077, yarn, k8s://... "
                                     "(default: spark-submit's or conf/spark-defaults.conf's)")
-    p.add_argument("--messages", type=int, help="override [workload].messages")
+    p.add_argument("--messages", type=_non_negative,
+                   help="override [workload].messages (order events sent before the job reads; 0: none)")
     if extra:
         extra(p)
     args = p.parse_args(argv)

@@ -17,6 +17,13 @@ def default_client_id() -> str:
     return f"{ip}@{os.getpid()}#rocketmq_spark"
 
 
+def split_address(address: str) -> tuple[str, int]:
+    host, sep, port = address.strip().rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"address {address!r} is not host:port")
+    return host.strip("[]"), int(port)
+
+
 @dataclass(frozen=True)
 class ClientConfig:
     name_servers: tuple[str, ...]               # "host:port", tried in turn (failover)
@@ -33,4 +40,6 @@ class ClientConfig:
         addrs = tuple(a.strip() for a in name_server.replace(",", ";").split(";") if a.strip())
         if not addrs:
             raise ValueError("nameServer is empty")
+        for address in addrs:        # checked here, not at the first request's connect
+            split_address(address)
         return cls(name_servers=addrs, **kwargs)  # type: ignore[arg-type]

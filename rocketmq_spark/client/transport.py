@@ -27,6 +27,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import replace
 from typing import Callable
 
+from rocketmq_spark.client.config import split_address
 from rocketmq_spark.errors import ProtocolError, RequestTimeout, TransportError
 from rocketmq_spark.remoting.codes import (
     CLIENT_VERSION, FLAG_ONEWAY, FLAG_RESPONSE, ResponseCode)
@@ -41,13 +42,6 @@ RequestHandler = Callable[[str, RemotingCommand], "RemotingCommand | None"]
 RpcHook = Callable[[RemotingCommand], RemotingCommand]
 
 _READ_CHUNK = 256 * 1024
-
-
-def split_address(address: str) -> tuple[str, int]:
-    host, sep, port = address.strip().rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise ValueError(f"address {address!r} is not host:port")
-    return host.strip("[]"), int(port)
 
 
 def local_ipv4() -> bytes:

@@ -55,7 +55,7 @@ def client_from(args: argparse.Namespace) -> Iterator[MQClient]:
                                     secret_key=args.secret_key, request_timeout=args.timeout,
                                     tls=tls_from(args))
     except ValueError as exc:
-        raise SystemExit(f"--name-server: {exc}") from None
+        raise SystemExit(f"rocketmq-spark: --name-server: {exc}") from None
     client = MQClient(config)
     try:
         yield client
@@ -77,12 +77,32 @@ def parse_time(text: str) -> int:
     return int(dt.timestamp() * 1000)
 
 
+def at_least(least: float, kind: type = int):  # type: ignore[no-untyped-def]
+    """An argparse type: a number (``kind``) of at least ``least``."""
+    def parse(text: str):  # type: ignore[no-untyped-def]
+        try:
+            value = kind(text)
+        except ValueError:
+            value = None
+        if value is None or value < least:
+            raise argparse.ArgumentTypeError(f"expected {'an integer' if kind is int else 'a number'} "
+                                             f">= {least}, got {text!r}")
+        return value
+    return parse
+
+
 def run(func, args: argparse.Namespace) -> int:  # type: ignore[no-untyped-def]
-    """Run a subcommand body; RocketMQ errors become one line on stderr and exit code 1."""
+    """Run a subcommand body; RocketMQ errors become one line on stderr and exit code 1; a
+    reader of the output that goes away (``| head``) ends the command quietly, as a SIGPIPE
+    would (exit code 141)."""
     try:
         return int(func(args) or 0)
     except RocketMQError as exc:
         print(f"rocketmq-spark: {exc}", file=sys.stderr)
         return 1
+    except BrokenPipeError:
+        # what is still buffered for stdout must not fail again when Python exits
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
     except KeyboardInterrupt:
         return 130

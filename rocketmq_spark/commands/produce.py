@@ -21,16 +21,30 @@ from rocketmq_spark.workload import orders
 PROGRESS_THRESHOLD = 1000  # show a progress bar from this many messages on (on a terminal)
 
 
-def _lines(path: str) -> Iterator[bytes]:
-    stream = sys.stdin.buffer if path == "-" else open(path, "rb")
-    try:
-        for line in stream:
-            line = line.rstrip(b"\r\n")
-            if line:
-                yield line
-    finally:
-        if stream is not sys.stdin.buffer:
-            stream.close()
+class Lines:
+    """The non-empty lines of a file or stdin with their line numbers (a failed send names
+    the lines of the file, empty ones counted); ``empty`` counts the lines skipped."""
+
+    def __init__(self, path: str) -> None:
+        self.path, self.empty = path, 0
+        if path != "-":
+            try:
+                open(path, "rb").close()          # refused now, not after a connection
+            except OSError as exc:
+                raise SystemExit(f"rocketmq-spark produce: --file {path}: {exc.strerror}") from None
+
+    def __iter__(self) -> Iterator[tuple[int, bytes]]:
+        stream = sys.stdin.buffer if self.path == "-" else open(self.path, "rb")
+        try:
+            for number, line in enumerate(stream, 1):
+                line = line.rstrip(b"\r\n")
+                if line:
+                    yield number, line
+                else:
+                    self.empty += 1
+        finally:
+            if stream is not sys.stdin.buffer:
+                stream.close()
 
 
 class Pacer:
@@ -53,15 +67,16 @@ class Pacer:
 def _produce(args: argparse.Namespace) -> int:
     if args.rate < 0:
         raise SystemExit("--rate: must be >= 0")
+    lines: Lines | None = None
     if args.generate is not None:
-        items: Iterator[tuple[Message, str | None]] = (
-            o.to_message(args.topic) for o in orders(args.generate, seed=args.seed))
+        items: Iterator[tuple[int, Message, str | None]] = (
+            (n, *o.to_message(args.topic)) for n, o in enumerate(orders(args.generate, seed=args.seed), 1))
         total: int | None = args.generate
         what = "message"
     else:
-        source = args.file or "-"
-        items = ((Message(args.topic, body, tags=args.tags, keys=args.keys), args.sharding_key)
-                 for body in _lines(source))
+        lines = Lines(args.file or "-")
+        items = ((number, Message(args.topic, body, tags=args.tags, keys=args.keys), args.sharding_key)
+                 for number, body in lines)
         total = None
         what = "line"
     bar = None
@@ -87,7 +102,7 @@ def _produce(args: argparse.Namespace) -> int:
                             batch_size=1 if args.rate > 0 else args.batch_size,
                             depth=args.in_flight, on_result=acknowledged)
         try:
-            for n, (message, key) in enumerate(items, 1):
+            for n, message, key in items:
                 pacer.wait()
                 pipe.add(message, key, n)
             sent = pipe.close()
@@ -104,7 +119,8 @@ def _produce(args: argparse.Namespace) -> int:
             return 1
     if bar:
         bar.close()
-    print(f"sent {sent} messages to {args.topic}")
+    skipped = f" ({lines.empty} empty line{'s' if lines.empty != 1 else ''} skipped)" if lines and lines.empty else ""
+    print(f"sent {sent} messages to {args.topic}{skipped}")
     return 0
 
 

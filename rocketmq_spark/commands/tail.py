@@ -9,7 +9,7 @@ import sys
 import threading
 import time
 
-from rocketmq_spark.commands.common import add_cluster_args, client_from, run
+from rocketmq_spark.commands.common import add_cluster_args, at_least, client_from, run
 from rocketmq_spark.remoting.route import MessageQueue
 from rocketmq_spark.structs import PullStatus
 
@@ -82,9 +82,10 @@ def main(argv: list[str]) -> int:
     p.add_argument("--topic", "-t", required=True)
     p.add_argument("--from-beginning", action="store_true", help="start at each queue's earliest offset")
     p.add_argument("--expression", "-e", default="*", help="tag filter, e.g. 'TagA || TagB'")
-    p.add_argument("--count", "-c", type=int, help="stop after this many messages")
-    p.add_argument("--duration", type=float, help="stop after this many seconds")
+    p.add_argument("--count", "-c", type=at_least(1), help="stop after this many messages (default: never)")
+    p.add_argument("--duration", type=at_least(0.001, float),
+                   help="stop after this many seconds (default: never)")
     p.add_argument("--json", action="store_true", help="one JSON object per message")
-    p.add_argument("--max-body", type=int, default=200, help="characters of body to print")
+    p.add_argument("--max-body", type=at_least(0), default=200, help="characters of body to print")
     args = p.parse_args(argv)
     return run(_tail, args)

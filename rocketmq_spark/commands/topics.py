@@ -35,8 +35,10 @@ def _create(args: argparse.Namespace) -> int:
     if args.queues < 1:
         raise SystemExit("--queues: must be at least 1")
     with client_from(args) as client:
-        client.create_topic(args.topic, queues=args.queues,
-                            brokers=args.broker or None)
+        try:
+            client.create_topic(args.topic, queues=args.queues, brokers=args.broker or None)
+        except ValueError as exc:               # a broker name the cluster does not have
+            raise SystemExit(f"rocketmq-spark topics create: --broker: {exc}") from None
         print(f"created {args.topic} with {args.queues} queues on "
               f"{', '.join(args.broker) if args.broker else 'every broker'}")
     return 0

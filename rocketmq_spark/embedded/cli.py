@@ -65,9 +65,9 @@ def parser() -> argparse.ArgumentParser:
                    help="NameServer port (default 9876; 0 picks a free port; brokers always use free ports)")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on and advertise (default 127.0.0.1)")
     p.add_argument("--topic", action="append", type=_topic, default=[], metavar="NAME[:QUEUES]",
-                   help="create this topic at start (repeatable; queues default to --default-queues)")
+                   help="create this topic at start, QUEUES on every broker (repeatable; default --default-queues)")
     p.add_argument("--default-queues", type=_positive, default=4,
-                   help="queue count of topics created without one (default 4)")
+                   help="queues per broker of topics created without a count (default 4)")
     p.add_argument("--flush", choices=("sync", "async"), default="sync",
                    help="sync: answer a send once it is fsynced (default); async: answer at once")
     p.add_argument("--max-transfer-count", type=_positive, default=MAX_TRANSFER_COUNT, metavar="N",

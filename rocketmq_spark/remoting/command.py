@@ -219,8 +219,17 @@ def _frame_length(data: bytes | bytearray) -> int | None:
         return None
     (length,) = _I32.unpack_from(data, 0)
     if length < 4 or length + 4 > MAX_FRAME:
-        raise RemoteProtocolError(f"frame length {length} outside 4..{MAX_FRAME - 4}")
+        raise RemoteProtocolError(f"frame length {length} outside 4..{MAX_FRAME - 4}{_looks_like(data[:4])}")
     return length if len(data) >= 4 + length else None
+
+
+def _looks_like(prefix: bytes | bytearray) -> str:
+    """A hint when a frame's length is text: the peer speaks another protocol (an HTTP
+    proxy or server answers 'HTTP/1.1 ...')."""
+    text = bytes(prefix)
+    if all(32 <= b < 127 for b in text):
+        return f" (it starts with the text {text.decode()!r}: is this a RocketMQ NameServer or broker port?)"
+    return ""
 
 
 def decode(data: bytes) -> tuple[RemotingCommand, int]:

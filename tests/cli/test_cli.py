@@ -83,9 +83,9 @@ def test_produce_from_stdin_with_tags_and_sharding_key(rocketmq: ClusterHandle, 
     # a topic that does not exist yet is created by the broker at the first send
     topic = rocketmq.create_topic("cliprod", queues=4) if exists else rocketmq.unique("clinew")
     r = cli("produce", "-t", topic, "--tags", "TagX", "--sharding-key", "k1", "-n", rocketmq.namesrv_addr,
-            input="one\ntwo\nthree\n")
+            input="one\ntwo\n\nthree\n")
     assert r.returncode == 0, r.stderr
-    assert "sent 3 messages" in r.stdout
+    assert f"sent 3 messages to {topic} (1 empty line skipped)" in r.stdout
     msgs = wait_count(rocketmq, topic, 3)
     assert sorted(m.payload() for m in msgs) == [b"one", b"three", b"two"]
     assert {m.tags for m in msgs} == {"TagX"}
@@ -150,6 +150,34 @@ def test_errors_name_the_bad_argument(rocketmq: ClusterHandle) -> None:
     assert r.returncode == 1 and "127.0.0.1:1" in r.stderr
 
 
+@pytest.mark.parametrize("args, code, message", [
+    (("topics", "list", "-n", "garbage"), 1, "--name-server: address 'garbage' is not host:port"),
+    (("produce", "-t", "x", "-f", "/nonexistent/in.txt"), 1, "--file /nonexistent/in.txt: No such file"),
+    (("topics", "create", "t", "--broker", "broker-z"), 1, "--broker: unknown broker(s) ['broker-z']"),
+    (("tail", "-t", "x", "--duration", "0"), 2, "--duration: expected a number >= 0.001, got '0'"),
+    (("tail", "-t", "x", "--count", "-1"), 2, "--count/-c: expected an integer >= 1, got '-1'"),
+])
+def test_bad_input_is_one_line_not_a_traceback(rocketmq: ClusterHandle, args, code, message) -> None:  # type: ignore[no-untyped-def]
+    r = cli(*args, *(() if "-n" in args else ("-n", rocketmq.namesrv_addr)), input="")
+    assert (r.returncode, "Traceback" in r.stderr) == (code, False), r.stderr
+    assert message in r.stderr
+
+
+def test_a_reader_that_goes_away_ends_the_command_quietly(rocketmq: ClusterHandle) -> None:
+    """``rocketmq-spark tail ... | head -1``: the rest of the output has nowhere to go."""
+    topic = rocketmq.create_topic("clipipe", queues=1)
+    r = cli("produce", "-t", topic, "--generate", "3000", "-n", rocketmq.namesrv_addr, timeout=120)
+    assert r.returncode == 0, r.stderr
+    p = subprocess.Popen([sys.executable, "-m", "rocketmq_spark.cli", "tail", "-t", topic, "--from-beginning",
+                          "--count", "3000", "-n", rocketmq.namesrv_addr],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert p.stdout is not None and p.stderr is not None
+    assert topic in p.stdout.readline()
+    p.stdout.close()                      # 3,000 lines do not fit in the pipe: a write fails
+    assert p.wait(timeout=60) == 141
+    assert p.stderr.read() == ""
+
+
 def test_produce_a_file_in_pipelined_batches_every_line_acknowledged_in_order(
         rocketmq: ClusterHandle, tmp_path) -> None:  # type: ignore[no-untyped-def]
     topic = rocketmq.create_topic("clibulk", queues=4)
@@ -170,10 +198,11 @@ def test_produce_reports_a_refused_line_and_sends_nothing_after_it(rocketmq: Clu
 
     topic = rocketmq.create_topic("clibad", queues=1)
     huge = base64.b64encode(os.urandom(6 * 1024 * 1024)).decode()   # > 4 MiB even compressed
-    (tmp_path / "in.txt").write_text("\n".join(["a", "b", huge, "c", "d"]) + "\n")
+    (tmp_path / "in.txt").write_text("\n".join(["a", "", "b", huge, "c", "d"]) + "\n")
     r = cli("produce", "-t", topic, "-f", str(tmp_path / "in.txt"), "--sharding-key", "k",
             "--batch-size", "1", "-n", rocketmq.namesrv_addr, timeout=120)
     assert r.returncode == 1
-    assert "line 3 not sent to " + topic in r.stderr and "MESSAGE_ILLEGAL (13)" in r.stderr, r.stderr
+    # the file's line number, the empty line counted
+    assert "line 4 not sent to " + topic in r.stderr and "MESSAGE_ILLEGAL (13)" in r.stderr, r.stderr
     assert "2 lines were acknowledged" in r.stderr
     assert sorted(m.payload() for m in wait_count(rocketmq, topic, 2)) == [b"a", b"b"]
