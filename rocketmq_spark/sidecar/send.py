@@ -5,8 +5,9 @@ A ``sharding_key`` picks its queue among the topic's send queues with
 lands on one queue while the route is stable and its messages keep their order; a topic
 without a route yet is sent to on TBW102's brokers, which create it (as without a key).
 Messages without a key take turns over the queues, a batch at a time, with the turns of the
-whole process (``sharding.ROUND_ROBIN``): successive calls go on where the last one stopped. Consecutive messages bound for the same queue (or, without a key, the same
-topic) are sent with SEND_BATCH_MESSAGE in runs of up to ``max_batch_messages`` /
+whole process (``sharding.ROUND_ROBIN``): successive calls go on where the last one
+stopped. Consecutive messages bound for the same queue (or, without a key, the same topic)
+are sent with SEND_BATCH_MESSAGE in runs of up to ``max_batch_messages`` /
 ``max_batch_bytes``; delayed messages and %RETRY%/%DLQ% topics are sent one by one (the
 broker refuses them in batches). Results come back in request order.
 
