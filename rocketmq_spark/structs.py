@@ -6,6 +6,7 @@ and a range is half-open ``[start, end)``.
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Mapping
@@ -81,10 +82,11 @@ class PullResult:
 
 @dataclass(frozen=True)
 class WalkedBodies:
-    """Pull bodies one after the other (stored records delimit themselves) and where each
-    of their records starts: ``starts`` holds the positions in ``data`` as native int32.
-    A compiled run of pulls notes them while the bytes are in cache, so the decoder does
-    not walk the records again from memory."""
+    """Pull bodies as a compiled run of pulls read them, and where each of their records
+    starts: ``starts`` holds the positions in ``data`` as native int32, in the rows' order.
+    The answers were read straight into ``data`` and stay where they arrived, so frame
+    headers (and bodies of later offsets) may lie between the records; the run noted the
+    starts while the bytes were in cache, so the decoder does not walk them again."""
 
     data: bytes = field(repr=False)
     starts: bytes = field(repr=False)
@@ -92,6 +94,19 @@ class WalkedBodies:
     @property
     def records(self) -> int:
         return len(self.starts) // 4
+
+    def joined(self) -> bytes:
+        """The records one after the other, as the bodies were sent (for a decoder that
+        walks bodies itself: the per-message one, and damaged data's errors)."""
+        data, pieces = memoryview(self.data), []
+        begin = stop = 0
+        for (at,) in struct.iter_unpack("=i", self.starts):
+            if at != stop:                  # not right after the record before: a new piece
+                pieces.append(data[begin:stop])
+                begin = at
+            stop = at + int.from_bytes(data[at:at + 4], "big")
+        pieces.append(data[begin:stop])
+        return b"".join(pieces)
 
 
 @dataclass(frozen=True)

@@ -9,15 +9,18 @@
  * fits below end, up to `depth` in flight, until about `max_rows` messages were asked for or
  * `max_bytes` of bodies came (whichever first: memory stays bounded); reads the
  * answers (matched by opaque: a broker may answer out of order) and returns the FOUND
- * bodies, in offset order, that ended where they were expected to (at + stride), one after
- * the other in `data` (stored records delimit themselves). The first
- * answer that is anything else (another status, a short answer, a header this scanner does
- * not read) stops it: no more requests go out, the answers still due are read and dropped,
- * and `resume` is where the caller's own (Python) path goes on: past a short FOUND answer
- * (its body is returned), else at that pull's offset. `opaque` is the last one used, `rest`
- * what was read past the last answer due (the start of a frame nobody asked for),
- * `starts` where each stored record of `data` starts (native int32 positions; walked as
- * each body is copied, while it is in cache), or None when a record's size does not fit.
+ * bodies, in offset order, that ended where they were expected to (at + stride). The
+ * answers are read straight into `data` and stay where they arrived: `starts` says where
+ * each stored record of the delivered bodies starts in it, in offset order (native int32
+ * positions, noted as each body is delivered, while it is in cache); frame headers and
+ * answers not delivered lie between them. The first answer that is anything else
+ * (another status, a short answer, a header this scanner does not read) stops it: no more
+ * requests go out, the answers still due are read and dropped, and `resume` is where the
+ * caller's own (Python) path goes on: past a short FOUND answer (its body is returned),
+ * else at that pull's offset. `opaque` is the last one used, `rest` what was read past the
+ * last answer due (the start of a frame nobody asked for). When a record's size does not
+ * fit its body, `starts` is None and `data` the delivered bodies joined, one after the
+ * other (stored records delimit themselves), for the caller's decoder to walk and report.
  * Raises TimeoutError when no answer comes for timeout_ms, ConnectionError when the
  * connection fails or closes, ValueError on a frame with a bad length: the connection is
  * then out of step and the caller must drop it. The whole run goes without the GIL (a
@@ -34,6 +37,7 @@
 
 #define MAX_FRAME (16 * 1024 * 1024)
 #define RECV_CHUNK (256 * 1024)
+#define RECV_LEAST (64 * 1024)   /* room below which the run's bytes grow before a read */
 #define MAX_DEPTH 64
 
 typedef struct {
@@ -41,8 +45,8 @@ typedef struct {
     long opaque;
     int state;            /* 0 waiting, 1 answered */
     long long code, next; /* code -1: an answer this scanner could not read */
-    char *body;           /* a FOUND answer's body (raw allocator), len bytes */
-    size_t len;
+    int has_body;         /* a FOUND answer's body, taken: at pos in the run's bytes, len long */
+    size_t pos, len;
 } Slot;
 
 typedef struct {
@@ -322,110 +326,92 @@ static int send_all(int fd, const char *data, size_t len, long long timeout_ms, 
     return 0;
 }
 
-typedef struct {
-    char *data;
-    size_t start, len, cap;   /* unread bytes: data[start:start + len] */
-} Buf;
-
-/* Room for `more` bytes after the end of `b` (raw allocator: no GIL needed). */
-static int reserve(Buf *b, size_t more, Fail *f) {
-    if (b->cap - (b->start + b->len) >= more)
-        return 0;
-    if (b->start && b->len)
-        memmove(b->data, b->data + b->start, b->len);
-    b->start = 0;
-    if (b->cap - b->len >= more)
-        return 0;
-    size_t cap = b->cap * 2 > b->len + more ? b->cap * 2 : b->len + more;
-    char *grown = PyMem_RawRealloc(b->data, cap);
-    if (!grown)
-        return fail(f, E_MEMORY, NULL);
-    b->data = grown;
-    b->cap = cap;
-    return 0;
-}
-
-/* The delivered bodies, written straight into the bytes object handed back (no copy at
-   the end), and where each of their stored records starts in it: walked as a body is
-   copied in, while it is in cache, so the decoder need not walk them again from memory.
-   Growing the bytes object takes the GIL for the moment of the resize. */
+/* Everything a run reads, in one bytes object handed back as it is: answers are read
+   straight into it and stay where they arrived, so no body is copied after the socket's
+   own copy. The records of the delivered bodies are noted, in offset order, as where they
+   start in it (walked as each body is delivered, while it is in cache); the frames'
+   headers, answers dropped and bodies delivered later lie between them. Growing the bytes
+   object takes the GIL for the moment of the resize. */
 typedef struct {
     PyObject *obj;
-    size_t len, cap;
-    PyThreadState **ts;   /* the run's saved thread state */
-    int32_t *starts;      /* record positions in obj (raw allocator) */
+    size_t start, len, cap;  /* unread bytes: obj[start:start + len]; obj's size: cap */
+    PyThreadState **ts;      /* the run's saved thread state */
+    int32_t *starts;         /* record positions in obj (raw allocator) */
     size_t nstarts, starts_cap;
-    int unwalked;         /* a body's sizes did not add up: no starts are handed back */
-    long long pulls;      /* pulls the run is expected to deliver */
-    size_t limit;         /* max_bytes: the run stops past it */
-} Out;
+    size_t (*bodies)[2];     /* each delivered body's position and length, in order */
+    size_t nbodies, bodies_cap, body_bytes;
+    int unwalked;            /* a body's sizes did not add up: the bodies go back joined, unwalked */
+    int sized;               /* grown once to the run's expected size */
+    long long pulls;         /* pulls the run is expected to deliver */
+    size_t limit;            /* max_bytes: the run stops past it */
+} Run;
 
-static int out_reserve(Out *o, size_t more, Fail *f) {
-    if (o->cap - o->len >= more)
+static inline char *run_data(const Run *r) { return PyBytes_AS_STRING(r->obj); }
+
+/* obj grown to at least `size` bytes (doubling); 0, or -1 out of memory. */
+static int run_grow(Run *r, size_t size, Fail *f) {
+    if (size <= r->cap)
         return 0;
-    size_t cap = o->cap * 2 > o->len + more ? o->cap * 2 : o->len + more;
-    PyEval_RestoreThread(*o->ts);
-    int bad = _PyBytes_Resize(&o->obj, (Py_ssize_t)cap) < 0;
+    size_t cap = r->cap * 2 > size ? r->cap * 2 : size;
+    PyEval_RestoreThread(*r->ts);
+    int bad = _PyBytes_Resize(&r->obj, (Py_ssize_t)cap) < 0;
     if (bad)
         PyErr_Clear();       /* reported as E_MEMORY below */
-    *o->ts = PyEval_SaveThread();
+    *r->ts = PyEval_SaveThread();
     if (bad)
         return fail(f, E_MEMORY, NULL);
-    o->cap = cap;
+    r->cap = cap;
     return 0;
 }
 
-/* Notes where the records of the body just copied to obj[base:base + len] start. A size
-   that does not fit marks the run unwalked: the caller's decoder then walks the data and
-   reports it. 0, or -1 out of memory. */
-static int out_walk(Out *o, size_t base, size_t len, Fail *f) {
-    const unsigned char *p = (const unsigned char *)PyBytes_AS_STRING(o->obj) + base;
+/* Notes where the records of the body at obj[base:base + len] start. A size that does not
+   fit marks the run unwalked: the caller's decoder then walks the joined bodies and reports
+   it. 0, or -1 out of memory. */
+static int run_walk(Run *r, size_t base, size_t len, Fail *f) {
+    const unsigned char *p = (const unsigned char *)run_data(r) + base;
     size_t pos = 0;
-    while (!o->unwalked && pos < len) {
+    while (!r->unwalked && pos < len) {
         if (len - pos < 4 || base + pos > INT32_MAX) {
-            o->unwalked = 1;
+            r->unwalked = 1;
             break;
         }
         size_t size = ((size_t)p[pos] << 24) | ((size_t)p[pos + 1] << 16) | ((size_t)p[pos + 2] << 8) | p[pos + 3];
         if (size < 4 || size > len - pos) {
-            o->unwalked = 1;
+            r->unwalked = 1;
             break;
         }
-        if (o->nstarts == o->starts_cap) {
-            size_t cap = o->starts_cap ? o->starts_cap * 2 : 4096;
-            int32_t *grown = PyMem_RawRealloc(o->starts, cap * sizeof *grown);
+        if (r->nstarts == r->starts_cap) {
+            size_t cap = r->starts_cap ? r->starts_cap * 2 : 4096;
+            int32_t *grown = PyMem_RawRealloc(r->starts, cap * sizeof *grown);
             if (!grown)
                 return fail(f, E_MEMORY, NULL);
-            o->starts = grown;
-            o->starts_cap = cap;
+            r->starts = grown;
+            r->starts_cap = cap;
         }
-        o->starts[o->nstarts++] = (int32_t)(base + pos);
+        r->starts[r->nstarts++] = (int32_t)(base + pos);
         pos += size;
     }
     return 0;
 }
 
-/* Appends an answered pull's body (it is the next in offset order); a short answer (it did
-   not end at at + stride) ends the run there. 0, or -1 failed. */
-static int deliver(Out *o, const Slot *s, const char *body, size_t len, long long stride,
-                   long long *resume, int *stopping, Fail *f) {
-    if (o->len == 0 && len > 0 && o->pulls > 1) {
-        /* the first body: the run's whole size at once (pulls of one stride are alike), so
-           the bytes do not grow by doubling: each growth copied all delivered so far */
-        size_t expect = len + len / 8;
-        if ((size_t)o->pulls <= (SIZE_MAX / 2) / expect)
-            expect *= (size_t)o->pulls;
-        if (o->limit && expect > o->limit + len)
-            expect = o->limit + len;
-        if (expect > o->cap && out_reserve(o, expect, f))
-            return -1;
+/* Delivers an answered pull's body (it is the next in offset order, and stays where it
+   was read); a short answer (it did not end at at + stride) ends the run there. 0, or -1
+   failed. */
+static int deliver(Run *r, const Slot *s, long long stride, long long *resume, int *stopping, Fail *f) {
+    if (r->nbodies == r->bodies_cap) {
+        size_t cap = r->bodies_cap ? r->bodies_cap * 2 : 64;
+        size_t (*grown)[2] = PyMem_RawRealloc(r->bodies, cap * sizeof *grown);
+        if (!grown)
+            return fail(f, E_MEMORY, NULL);
+        r->bodies = grown;
+        r->bodies_cap = cap;
     }
-    if (out_reserve(o, len, f))
+    r->bodies[r->nbodies][0] = s->pos;
+    r->bodies[r->nbodies][1] = s->len;
+    r->nbodies++;
+    r->body_bytes += s->len;
+    if (run_walk(r, s->pos, s->len, f))
         return -1;
-    memcpy(PyBytes_AS_STRING(o->obj) + o->len, body, len);
-    if (out_walk(o, o->len, len, f))
-        return -1;
-    o->len += len;
     if (s->next != s->at + stride) {
         *resume = s->next;
         *stopping = 1;
@@ -433,14 +419,31 @@ static int deliver(Out *o, const Slot *s, const char *body, size_t len, long lon
     return 0;
 }
 
-/* Reads once more into the buffer; 0 read, -1 failed. Called without the GIL. */
-static int fill(int fd, Buf *b, long long deadline, Fail *f) {
-    if (reserve(b, RECV_CHUNK, f))
+/* Once the first answer with a body is in (`frame` bytes): obj grown at once to what the
+   run's pulls should need (pulls of one stride are alike), so it does not grow by doubling,
+   each growth copying all read so far. 0, or -1 out of memory. */
+static int run_size(Run *r, size_t frame, Fail *f) {
+    r->sized = 1;
+    if (r->pulls <= 1)
+        return 0;
+    size_t expect = frame + frame / 8;
+    if ((size_t)r->pulls <= (SIZE_MAX / 2) / expect)
+        expect *= (size_t)r->pulls;
+    if (r->limit && expect > r->limit + frame)
+        expect = r->limit + frame;
+    return run_grow(r, r->start + r->len + expect, f);
+}
+
+/* Reads once more into obj, after what is there (grown only when little room is left: the
+   run's expected size leaves some to spare); 0 read, -1 failed. Called without the GIL. */
+static int fill(int fd, Run *r, long long deadline, Fail *f) {
+    if (r->cap - (r->start + r->len) < RECV_LEAST && run_grow(r, r->start + r->len + RECV_CHUNK, f))
         return -1;
     for (;;) {
-        ssize_t n = recv(fd, b->data + b->start + b->len, b->cap - b->start - b->len, MSG_DONTWAIT);
+        size_t room = r->cap - r->start - r->len;
+        ssize_t n = recv(fd, run_data(r) + r->start + r->len, room < RECV_CHUNK ? room : RECV_CHUNK, MSG_DONTWAIT);
         if (n > 0) {
-            b->len += (size_t)n;
+            r->len += (size_t)n;
             return 0;
         }
         if (n == 0)
@@ -452,6 +455,30 @@ static int fill(int fd, Buf *b, long long deadline, Fail *f) {
         if (wait_for(fd, POLLIN, deadline, "no pull answer in time", f))
             return -1;
     }
+}
+
+/* The data handed back: obj itself cut after the last frame taken (the bodies and the bytes
+   between them), empty when no body came, or the bodies joined (unwalked: the decoder
+   walks them). New reference, or NULL with an exception set. */
+static PyObject *run_result(Run *r) {
+    if (r->body_bytes == 0)
+        return PyBytes_FromStringAndSize(NULL, 0);
+    if (!r->unwalked) {
+        if (_PyBytes_Resize(&r->obj, (Py_ssize_t)r->start) < 0)
+            return NULL;
+        PyObject *data = r->obj;
+        r->obj = NULL;
+        return data;
+    }
+    PyObject *joined = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)r->body_bytes);
+    if (!joined)
+        return NULL;
+    char *out = PyBytes_AS_STRING(joined);
+    for (size_t i = 0; i < r->nbodies; i++) {
+        memcpy(out, run_data(r) + r->bodies[i][0], r->bodies[i][1]);
+        out += r->bodies[i][1];
+    }
+    return joined;
 }
 
 /* ------------------------------------------------------------------ the run */
@@ -467,9 +494,10 @@ static PyObject *run(PyObject *self, PyObject *args) {
         return NULL;
     PyObject *result = NULL;
     char *frames = NULL;
-    Buf in = {NULL, 0, 0, 0};                           /* read, not yet taken */
     PyThreadState *ts = NULL;
-    Out out = {NULL, 0, 0, &ts, NULL, 0, 0, 0, 0, 0};    /* the bodies delivered */
+    Run r;                                                      /* everything read */
+    memset(&r, 0, sizeof r);
+    r.ts = &ts;
     Slot slots[MAX_DEPTH];
     int first = 0, count = 0;         /* in-flight slots: a ring from `first` */
     long long ahead = start, planned = 0, resume = -1, due = 0, got_bytes = 0;
@@ -481,13 +509,13 @@ static PyObject *run(PyObject *self, PyObject *args) {
         goto release;
     }
     size_t frame_cap = (size_t)depth * (8 + head.len + mid.len + tail.len + 48);
-    out.cap = 64 * 1024;
+    r.cap = RECV_CHUNK;
     {
         long long span = end - start < max_rows ? end - start : max_rows;
-        out.pulls = span > 0 ? (span + stride - 1) / stride : 0;
-        out.limit = max_bytes > 0 ? (size_t)max_bytes : 0;
+        r.pulls = span > 0 ? (span + stride - 1) / stride : 0;
+        r.limit = max_bytes > 0 ? (size_t)max_bytes : 0;
     }
-    if (!(out.obj = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)out.cap)))
+    if (!(r.obj = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)r.cap)))
         goto release;
     ts = PyEval_SaveThread();                       /* the whole run goes without the GIL */
     frames = PyMem_RawMalloc(frame_cap);
@@ -499,16 +527,13 @@ static PyObject *run(PyObject *self, PyObject *args) {
         /* deliver answered pulls in offset order */
         while (count && slots[first].state && !stopping) {
             Slot *s = &slots[first];
-            int take = s->code == 0 && s->body && s->next > s->at;
-            if (take) {
-                if (deliver(&out, s, s->body, s->len, stride, &resume, &stopping, &f))
+            if (s->code == 0 && s->has_body && s->next > s->at) {
+                if (deliver(&r, s, stride, &resume, &stopping, &f))
                     goto done;
             } else {                                     /* the caller's path */
                 resume = s->at;
                 stopping = 1;
             }
-            PyMem_RawFree(s->body);
-            s->body = NULL;
             first = (first + 1) % depth;
             count--;
         }
@@ -538,8 +563,7 @@ static PyObject *run(PyObject *self, PyObject *args) {
             s->at = ahead;
             s->opaque = opaque;
             s->state = 0;
-            s->body = NULL;
-            s->len = 0;
+            s->has_body = 0;
             count++;
             due++;
             ahead += stride;
@@ -554,31 +578,31 @@ static PyObject *run(PyObject *self, PyObject *args) {
         }
         /* one answer frame (or more bytes of it) */
         for (;;) {
-            if (in.len >= 4) {
-                unsigned char *q = (unsigned char *)in.data + in.start;
+            if (r.len >= 4) {
+                unsigned char *q = (unsigned char *)run_data(&r) + r.start;
                 long long length = ((long long)q[0] << 24) | (q[1] << 16) | (q[2] << 8) | q[3];
                 if (length < 4 || length + 4 > MAX_FRAME) {
                     snprintf(f.text, sizeof f.text, "bad frame length %lld", length);
                     f.kind = E_FRAME;
                     goto done;
                 }
-                if ((long long)in.len >= length + 4)
+                if ((long long)r.len >= length + 4)
                     break;
             }
-            if (fill(fd, &in, now_ms() + timeout_ms, &f))
+            if (fill(fd, &r, now_ms() + timeout_ms, &f))
                 goto done;
         }
-        unsigned char *q = (unsigned char *)in.data + in.start;
+        unsigned char *q = (unsigned char *)run_data(&r) + r.start;
         size_t length = ((size_t)q[0] << 24) | ((size_t)q[1] << 16) | ((size_t)q[2] << 8) | q[3];
         size_t hlen = ((size_t)q[5] << 16) | ((size_t)q[6] << 8) | q[7];
         long long code = -1, flag = 0, op = -1, next = -1;
         int readable = q[4] == 0 && hlen <= length - 4 &&
                        scan_header((const char *)q + 8, hlen, &code, &flag, &op, &next) == 0;
-        if (readable && !(flag & 1)) {            /* a request from the broker: not ours */
-            in.start += length + 4;
-            in.len -= length + 4;
+        size_t frame_at = r.start;
+        r.start += length + 4;           /* taken: it stays where it is */
+        r.len -= length + 4;
+        if (readable && !(flag & 1))     /* a request from the broker: not ours */
             continue;
-        }
         due--;
         Slot *hit = NULL;
         for (int i = 0; readable && i < count; i++) {
@@ -598,62 +622,42 @@ static PyObject *run(PyObject *self, PyObject *args) {
             hit->code = code;
             hit->next = next;
             if (code == 0 && !stopping) {
-                size_t blen = length - 4 - hlen;
-                got_bytes += (long long)blen;
-                if (hit == &slots[first] && next > hit->at) {
-                    /* the next in order (as a broker mostly answers): from the receive
-                       buffer straight to the output, not through a copy of its own */
-                    if (deliver(&out, hit, (const char *)q + 8 + hlen, blen, stride, &resume, &stopping, &f))
-                        goto done;
-                    first = (first + 1) % depth;
-                    count--;
-                } else {
-                    hit->body = PyMem_RawMalloc(blen ? blen : 1);
-                    if (!hit->body) {
-                        fail(&f, E_MEMORY, NULL);
-                        goto done;
-                    }
-                    memcpy(hit->body, q + 8 + hlen, blen);
-                    hit->len = blen;
-                }
+                hit->pos = frame_at + 8 + hlen;   /* delivered in offset order, from where it is */
+                hit->len = length - 4 - hlen;
+                hit->has_body = 1;
+                got_bytes += (long long)hit->len;
+                if (!r.sized && hit->len && run_size(&r, length + 4, &f))
+                    goto done;
             }
         }
-        in.start += length + 4;
-        in.len -= length + 4;
-        if (stopping) {          /* drop what is no longer delivered */
-            for (int i = 0; i < count; i++) {
-                PyMem_RawFree(slots[(first + i) % depth].body);
-                slots[(first + i) % depth].body = NULL;
-            }
+        if (stopping)            /* what is still due is read and dropped */
             count = 0;
-        }
     }
 done:
-    for (int i = 0; i < MAX_DEPTH; i++) {
-        PyMem_RawFree(slots[i].body);
-        slots[i].body = NULL;
-    }
     PyMem_RawFree(frames);
     PyEval_RestoreThread(ts);
     if (f.kind != E_NONE) {
         raise_fail(&f);
-    } else if (_PyBytes_Resize(&out.obj, (Py_ssize_t)out.len) == 0) {
-        /* the delivered bodies, one after the other (records delimit themselves); the bytes
-           read past the last answer due (none from a broker that only answers); where the
-           records start (None when a size did not fit) */
-        PyObject *starts = out.unwalked
+    } else {
+        /* the bytes read past the last answer due (none from a broker that only answers);
+           the delivered bodies (records delimit themselves) and where their records start,
+           in order (None when a size did not fit) */
+        PyObject *rest = PyBytes_FromStringAndSize(run_data(&r) + r.start, (Py_ssize_t)r.len);
+        PyObject *starts = r.unwalked
             ? (Py_INCREF(Py_None), Py_None)
-            : PyBytes_FromStringAndSize((const char *)out.starts, (Py_ssize_t)(out.nstarts * sizeof(int32_t)));
-        if (starts) {
-            result = Py_BuildValue("(NLly#N)", out.obj, resume, opaque, in.data ? in.data + in.start : "",
-                                   (Py_ssize_t)in.len, starts);
-            out.obj = NULL;     /* result owns it (or Py_BuildValue released it) */
+            : PyBytes_FromStringAndSize((const char *)r.starts, (Py_ssize_t)(r.nstarts * sizeof(int32_t)));
+        PyObject *data = rest && starts ? run_result(&r) : NULL;
+        if (data)
+            result = Py_BuildValue("(NLlNN)", data, resume, opaque, rest, starts);
+        else {
+            Py_XDECREF(rest);
+            Py_XDECREF(starts);
         }
     }
-    PyMem_RawFree(out.starts);
-    PyMem_RawFree(in.data);
+    PyMem_RawFree(r.starts);
+    PyMem_RawFree(r.bodies);
 release:
-    Py_XDECREF(out.obj);
+    Py_XDECREF(r.obj);
     PyBuffer_Release(&head);
     PyBuffer_Release(&mid);
     PyBuffer_Release(&tail);

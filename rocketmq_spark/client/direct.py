@@ -212,9 +212,10 @@ class DirectPuller:
         """Plain pulls from ``offset`` (``max_nums`` asked, ``stride`` expected, each whole below
         ``end``), ``depth`` in flight, about ``max_rows`` messages or ``max_bytes`` of bodies
         (then the pulls in flight), in one compiled call without the GIL
-        (_fastpull.c): (the FOUND bodies that ended where expected, in order, as one body
-        with where its records start (``WalkedBodies``; bare bytes when a size did not
-        fit, for the decoder to report); the offset to go on from with ``pull_async``,
+        (_fastpull.c): (the FOUND bodies that ended where expected, in order, as the
+        bytes the run read them into with where their records start (``WalkedBodies``;
+        the bodies joined as bare bytes when a size did not fit, for the decoder to
+        report); the offset to go on from with ``pull_async``,
         which handles everything else). None when the call cannot be made here: not built, a
         signed (ACL) or TLS connection, pulls of this puller still due, or not one whole
         pull left."""

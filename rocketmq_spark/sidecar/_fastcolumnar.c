@@ -442,11 +442,12 @@ static PyObject *count_records(PyObject *self, PyObject *args) {
     return count < 0 ? NULL : PyLong_FromSsize_t(count);
 }
 
-/* Record starts a compiled run of pulls noted (native int32 positions): their count, after
-   checking they can be records of a part of `len` bytes (the first at 0, each after the one
-   before, the last inside); -1 with ValueError set when not. The records' own sizes are
-   checked against them as they are decoded. */
-static Py_ssize_t noted(PyObject *starts, Py_ssize_t len) {
+/* Record starts a compiled run of pulls noted (native int32 positions, in the rows' order:
+   a run's answers stay where they arrived, so not necessarily increasing, with frame
+   headers between bodies): their count, after checking each has room in a part of `len`
+   bytes at `data` for its size and the record that size says. -1 with ValueError set when
+   not. The records' fields are checked as they are decoded. */
+static Py_ssize_t noted(PyObject *starts, const uint8_t *data, Py_ssize_t len) {
     if (!PyBytes_Check(starts) || PyBytes_GET_SIZE(starts) % 4) {
         PyErr_SetString(PyExc_TypeError, "record starts must be bytes of int32");
         return -1;
@@ -454,7 +455,8 @@ static Py_ssize_t noted(PyObject *starts, Py_ssize_t len) {
     Py_ssize_t count = PyBytes_GET_SIZE(starts) / 4;
     const int32_t *at = (const int32_t *)PyBytes_AS_STRING(starts);
     for (Py_ssize_t i = 0; i < count; i++) {
-        if ((i == 0 ? at[i] != 0 : at[i] <= at[i - 1]) || at[i] >= len) {
+        if (at[i] < 0 || (Py_ssize_t)at[i] + 4 > len || be32(data + at[i]) < 4
+            || (Py_ssize_t)at[i] + be32(data + at[i]) > len) {
             PyErr_SetString(PyExc_ValueError, "record starts do not fit the data");
             return -1;
         }
@@ -487,7 +489,7 @@ static int collect(PyObject *list, PyObject *starts, const uint8_t ***recs_out, 
         PyObject *known = starts == Py_None ? Py_None : PyList_GET_ITEM(starts, i);
         Py_ssize_t c = known == Py_None
             ? walk((const uint8_t *)PyBytes_AS_STRING(part), PyBytes_GET_SIZE(part), NULL, NULL)
-            : noted(known, PyBytes_GET_SIZE(part));
+            : noted(known, (const uint8_t *)PyBytes_AS_STRING(part), PyBytes_GET_SIZE(part));
         if (c < 0) return -1;
         count += c;
         total += PyBytes_GET_SIZE(part);
@@ -507,9 +509,9 @@ static int collect(PyObject *list, PyObject *starts, const uint8_t ***recs_out, 
         }
         const int32_t *pos = (const int32_t *)PyBytes_AS_STRING(known);
         Py_ssize_t c = PyBytes_GET_SIZE(known) / 4;
-        for (Py_ssize_t k = 0; k < c; k++) {
+        for (Py_ssize_t k = 0; k < c; k++) {     /* each ends where its size says (noted checked it) */
             recs[at + k] = data + pos[k];
-            ends[at + k] = k + 1 < c ? data + pos[k + 1] : data + len;
+            ends[at + k] = data + pos[k] + be32(data + pos[k]);
         }
         at += c;
     }

@@ -430,9 +430,9 @@ def decode_parts(parts: list[bytes | WalkedBodies], window: Window, last: int = 
     """``decode_body`` of the concatenation of ``parts`` (whole pull bodies, or runs of them
     with their record starts); the compiled decoder reads them where they are, without
     joining them first, and does not walk the records of a ``WalkedBodies`` again."""
-    data = [p.data if isinstance(p, WalkedBodies) else p for p in parts]
     if _compiled is None:
-        return decode_body(b"".join(data), window, last)
+        return decode_body(_joined(parts), window, last)
+    data = [p.data if isinstance(p, WalkedBodies) else p for p in parts]
     try:
         out = _compiled.decode_parts(data, [p.starts if isinstance(p, WalkedBodies) else None for p in parts])
     except ValueError as exc:
@@ -442,8 +442,14 @@ def decode_parts(parts: list[bytes | WalkedBodies], window: Window, last: int = 
     try:
         batch, offsets, tags = _compiled_batch(out, window)
     except _Fallback:
-        batch, offsets, tags = _decode_slow(b"".join(data), window)
+        batch, offsets, tags = _decode_slow(_joined(parts), window)
     return _kept(batch, offsets, tags, window, last)
+
+
+def _joined(parts: list[bytes | WalkedBodies]) -> bytes:
+    """The bodies of ``parts`` one after the other (a run's records without what lies
+    between them)."""
+    return b"".join(p.joined() if isinstance(p, WalkedBodies) else p for p in parts)
 
 
 # ------------------------------------------------------------------ Arrow IPC messages

@@ -70,7 +70,7 @@ class _RangeReader:
     def __iter__(self) -> Iterator[bytes]:
         for chunk in self.chunks():
             for body in chunk:
-                yield body.data if isinstance(body, WalkedBodies) else body
+                yield body.joined() if isinstance(body, WalkedBodies) else body
 
     def chunks(self) -> Iterator[list[bytes | WalkedBodies]]:
         """The bodies in lists: a compiled run's whole (with where its records start, when

@@ -360,19 +360,24 @@ def test_bodies_with_their_starts_decode_as_bodies_walked_here(messages: list[Me
     assert [b.num_rows for b in batches] == [b.num_rows for b in BodyBatcher(window, max_rows=7).batches(bodies)]
 
 
-def test_starts_that_do_not_match_the_records_give_the_joined_bodys_answer() -> None:
-    good = b"".join(encode_message(MessageExt(topic="t", body=b"%d" % i, queue_offset=i)) for i in range(3))
-    first, second = columnar._record_starts(good)[:2]
-    # a record's size must end it where the next start is: else the per-message decoder
-    # takes the joined bytes (the same rows here, as they are whole)
-    skipped = WalkedBodies(good, array.array("i", [first, second]).tobytes())
-    assert columnar.decode_parts([skipped], Window(0, 10))[0].column("queue_offset").to_pylist() == [0, 1, 2]
-    damaged = WalkedBodies(good[:-1], array.array("i", columnar._record_starts(good)).tobytes())
-    with pytest.raises(RemoteProtocolError):
-        columnar.decode_parts([damaged], Window(0, 10))
-    for starts in ([4], [0, 0], [0, len(good)], []):        # not starts of this data at all
+def test_the_noted_starts_are_the_rows_and_each_must_be_a_record_that_fits() -> None:
+    records = [encode_message(MessageExt(topic="t", body=b"%d" % i, queue_offset=i)) for i in range(3)]
+    good = b"".join(records)
+    first, second, third = columnar._record_starts(good)
+    # a compiled run's bytes hold frame headers between bodies: only the noted records are rows
+    gaps = b"HEADER" + records[0] + b"xx" + records[1] + records[2] + b"tail"
+    at = [6, 6 + len(records[0]) + 2, 6 + len(records[0]) + 2 + len(records[1])]
+    run = WalkedBodies(gaps, array.array("i", at).tobytes())
+    assert columnar.decode_parts([run], Window(0, 10))[0].column("queue_offset").to_pylist() == [0, 1, 2]
+    assert run.joined() == good
+    skipped = WalkedBodies(good, array.array("i", [first, third]).tobytes())
+    assert columnar.decode_parts([skipped], Window(0, 10))[0].column("queue_offset").to_pylist() == [0, 2]
+    for starts in ([4], [-1], [0, len(good)], [third + 1], []):   # not records that fit this data
         with pytest.raises(RemoteProtocolError, match="record starts do not fit"):
             columnar.decode_parts([WalkedBodies(good, array.array("i", starts).tobytes())], Window(0, 10))
+    damaged = WalkedBodies(good[:-1], array.array("i", [first, second, third]).tobytes())
+    with pytest.raises(RemoteProtocolError):
+        columnar.decode_parts([damaged], Window(0, 10))
 
 
 def test_a_damaged_body_among_parts_fails_as_the_joined_body_does() -> None:
