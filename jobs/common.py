@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
+from rocketmq_spark.arguments import at_least
+
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CONF = ROOT / "conf" / "embedded.toml"
 
@@ -56,19 +58,13 @@ def _tls_options(table: dict[str, Any]) -> dict[str, str]:
     return opts if opts.get("tls") == "true" else {}
 
 
-def _non_negative(text: str) -> int:
-    if not text.isdigit():
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
-    return int(text)
-
-
 def parse_args(description: str, argv: list[str] | None = None,
                extra: Any = None) -> tuple[argparse.Namespace, JobConfig]:
     p = argparse.ArgumentParser(description=description)
     p.add_argument("--conf", default=str(DEFAULT_CONF), help=f"TOML configuration (default {DEFAULT_CONF})")
     p.add_argument("--master", help="Spark master, e.g. spark://host:7077, yarn, k8s://... "
                                     "(default: spark-submit's or conf/spark-defaults.conf's)")
-    p.add_argument("--messages", type=_non_negative,
+    p.add_argument("--messages", type=at_least(0),
                    help="override [workload].messages (order events sent before the job reads; 0: none)")
     if extra:
         extra(p)

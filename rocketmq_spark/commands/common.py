@@ -77,20 +77,6 @@ def parse_time(text: str) -> int:
     return int(dt.timestamp() * 1000)
 
 
-def at_least(least: float, kind: type = int):  # type: ignore[no-untyped-def]
-    """An argparse type: a number (``kind``) of at least ``least``."""
-    def parse(text: str):  # type: ignore[no-untyped-def]
-        try:
-            value = kind(text)
-        except ValueError:
-            value = None
-        if value is None or value < least:
-            raise argparse.ArgumentTypeError(f"expected {'an integer' if kind is int else 'a number'} "
-                                             f">= {least}, got {text!r}")
-        return value
-    return parse
-
-
 def run(func, args: argparse.Namespace) -> int:  # type: ignore[no-untyped-def]
     """Run a subcommand body; RocketMQ errors become one line on stderr and exit code 1; a
     reader of the output that goes away (``| head``) ends the command quietly, as a SIGPIPE

@@ -12,6 +12,7 @@ import sys
 import time
 from typing import Iterator
 
+from rocketmq_spark.arguments import at_least
 from rocketmq_spark.commands.common import add_cluster_args, client_from, run
 from rocketmq_spark.client.mqclient import DEFAULT_PRODUCER_GROUP
 from rocketmq_spark.client.pipeline import PipelineFailed, SendPipeline
@@ -124,14 +125,6 @@ def _produce(args: argparse.Namespace) -> int:
     return 0
 
 
-def _positive(most: int):  # type: ignore[no-untyped-def]
-    def parse(text: str) -> int:
-        if not text.isdigit() or not 1 <= int(text) <= most:
-            raise argparse.ArgumentTypeError(f"expected an integer in 1..{most}, got {text!r}")
-        return int(text)
-    return parse
-
-
 def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(
         prog="rocketmq-spark produce",
@@ -151,9 +144,9 @@ def main(argv: list[str]) -> int:
                    help="progress bar (auto: on a terminal, from 1000 messages)")
     p.add_argument("--producer-group", default=DEFAULT_PRODUCER_GROUP,
                    help=f"producer group of the sends (default {DEFAULT_PRODUCER_GROUP})")
-    p.add_argument("--batch-size", type=_positive(1024), default=256, metavar="N",
+    p.add_argument("--batch-size", type=at_least(1, most=1024), default=256, metavar="N",
                    help="messages per request (default 256; 1 with --rate)")
-    p.add_argument("--in-flight", type=_positive(256), default=16, metavar="N",
+    p.add_argument("--in-flight", type=at_least(1, most=256), default=16, metavar="N",
                    help="requests sent before the first answer is awaited (default 16); a "
                         "sharding key's queue has one at a time, to keep its order")
     p.add_argument("--verbose", "-v", action="store_true", help="print every request's result")

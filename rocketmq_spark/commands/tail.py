@@ -9,7 +9,8 @@ import sys
 import threading
 import time
 
-from rocketmq_spark.commands.common import add_cluster_args, at_least, client_from, run
+from rocketmq_spark.arguments import at_least
+from rocketmq_spark.commands.common import add_cluster_args, client_from, run
 from rocketmq_spark.remoting.route import MessageQueue
 from rocketmq_spark.structs import PullStatus
 
@@ -83,7 +84,7 @@ def main(argv: list[str]) -> int:
     p.add_argument("--from-beginning", action="store_true", help="start at each queue's earliest offset")
     p.add_argument("--expression", "-e", default="*", help="tag filter, e.g. 'TagA || TagB'")
     p.add_argument("--count", "-c", type=at_least(1), help="stop after this many messages (default: never)")
-    p.add_argument("--duration", type=at_least(0.001, float),
+    p.add_argument("--duration", type=at_least(0.001, kind=float),
                    help="stop after this many seconds (default: never)")
     p.add_argument("--json", action="store_true", help="one JSON object per message")
     p.add_argument("--max-body", type=at_least(0), default=200, help="characters of body to print")

@@ -13,6 +13,7 @@ import signal
 import sys
 from pathlib import Path
 
+from rocketmq_spark.arguments import at_least
 from rocketmq_spark.embedded.cluster import EmbeddedCluster
 from rocketmq_spark.embedded.store.message_store import MAX_TRANSFER_COUNT
 from rocketmq_spark.embedded.topics import validate_topic
@@ -40,25 +41,13 @@ def _port(text: str) -> int:
     return int(text)
 
 
-def _positive(text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return int(text)
-
-
-def _non_negative(text: str) -> int:
-    if not text.isdigit():
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
-    return int(text)
-
-
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="rocketmq-spark broker",
         description="Run a RocketMQ-compatible NameServer and broker(s) in one process, storing "
                     "data on disk. Prints 'nameServer=HOST:PORT' once listening; stop with "
                     "SIGTERM or Ctrl-C.")
-    p.add_argument("--brokers", type=_positive, default=1, help="number of brokers (broker-a, broker-b, ...)")
+    p.add_argument("--brokers", type=at_least(1), default=1, help="number of brokers (broker-a, broker-b, ...)")
     p.add_argument("--data-dir", default="./data/rocketmq", help="where the brokers store their data "
                    "(default ./data/rocketmq)")
     p.add_argument("--namesrv-port", type=_port, default=9876,
@@ -66,22 +55,22 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--host", default="127.0.0.1", help="address to listen on and advertise (default 127.0.0.1)")
     p.add_argument("--topic", action="append", type=_topic, default=[], metavar="NAME[:QUEUES]",
                    help="create this topic at start, QUEUES on every broker (repeatable; default --default-queues)")
-    p.add_argument("--default-queues", type=_positive, default=4,
+    p.add_argument("--default-queues", type=at_least(1), default=4,
                    help="queues per broker of topics created without a count (default 4)")
     p.add_argument("--flush", choices=("sync", "async"), default="sync",
                    help="sync: answer a send once it is fsynced (default); async: answer at once")
-    p.add_argument("--max-transfer-count", type=_positive, default=MAX_TRANSFER_COUNT, metavar="N",
+    p.add_argument("--max-transfer-count", type=at_least(1), default=MAX_TRANSFER_COUNT, metavar="N",
                    help="the most messages one pull returns (Apache's maxTransferCountOnMessageInMemory; "
                         f"default {MAX_TRANSFER_COUNT})")
     txn = p.add_argument_group("transactional messages: when half messages are checked back "
                                "(Apache's transactionTimeOut, transactionCheckInterval, transactionCheckMax)")
-    txn.add_argument("--transaction-timeout-ms", type=_non_negative, default=TRANSACTION_TIMEOUT_MS, metavar="MS",
+    txn.add_argument("--transaction-timeout-ms", type=at_least(0), default=TRANSACTION_TIMEOUT_MS, metavar="MS",
                      help="a half message not committed or rolled back this long is checked back with its "
                           f"producer group (default {TRANSACTION_TIMEOUT_MS})")
-    txn.add_argument("--transaction-check-interval-ms", type=_positive, default=TRANSACTION_CHECK_INTERVAL_MS,
+    txn.add_argument("--transaction-check-interval-ms", type=at_least(1), default=TRANSACTION_CHECK_INTERVAL_MS,
                      metavar="MS", help=f"how often the brokers look for such messages (default "
                                         f"{TRANSACTION_CHECK_INTERVAL_MS})")
-    txn.add_argument("--transaction-check-max", type=_non_negative, default=TRANSACTION_CHECK_MAX, metavar="N",
+    txn.add_argument("--transaction-check-max", type=at_least(0), default=TRANSACTION_CHECK_MAX, metavar="N",
                      help="check-backs before a half message is given up on and moved to "
                           f"TRANS_CHECK_MAX_TIME_TOPIC (default {TRANSACTION_CHECK_MAX})")
     p.add_argument("--acl", metavar="FILE", default=None,

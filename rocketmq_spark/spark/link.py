@@ -10,15 +10,19 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import Callable, TypeVar
+from typing import TYPE_CHECKING, Callable, TypeVar
 
 from rocketmq_spark.errors import BrokerError, as_acl_error
-from rocketmq_spark.sidecar import Cluster, SidecarClient, SidecarUnavailable, connect
+from rocketmq_spark.sidecar.errors import SidecarUnavailable
+from rocketmq_spark.sidecar.model import Cluster
 from rocketmq_spark.spark.options import SourceOptions
+
+if TYPE_CHECKING:       # imported when a call is made: planning makes a reader, never calls
+    from rocketmq_spark.sidecar.client import SidecarClient
 
 T = TypeVar("T")
 
-_clients: dict[tuple[int, str], SidecarClient] = {}
+_clients: dict[tuple[int, str], "SidecarClient"] = {}
 _mutex = threading.Lock()
 
 
@@ -31,6 +35,8 @@ def client(sidecar: str) -> SidecarClient:
     with _mutex:
         c = _clients.get(key)
     if c is None:
+        from rocketmq_spark.sidecar.spawn import connect
+
         c = connect(sidecar)
         with _mutex:
             c = _clients.setdefault(key, c)
@@ -60,6 +66,8 @@ def call(sidecar: str, fn: Callable[[SidecarClient], T]) -> T:
 
 def with_timeout(c: T, seconds: float) -> T:
     """The same sidecar with another per-call timeout (a client over the same channel)."""
+    from rocketmq_spark.sidecar.client import SidecarClient
+
     if isinstance(c, SidecarClient):
         return SidecarClient(c.address, timeout=seconds)  # type: ignore[return-value]
     return c

@@ -18,12 +18,11 @@ the latest offsets many times a second when idle); offsets come in one GetOffset
 from __future__ import annotations
 
 import time
-from typing import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Callable, Iterable, Mapping, Sequence
 
 from rocketmq_spark.errors import BrokerError, ConfigError
 from rocketmq_spark.remoting.codes import ResponseCode
 from rocketmq_spark.remoting.route import MessageQueue
-from rocketmq_spark.sidecar import SidecarClient
 from rocketmq_spark.spark import link
 from rocketmq_spark.spark.offsets import (EARLIEST, LATEST, EarliestStart, EndSpec, GroupStart,
                                           LatestEnd, LatestStart, QueueOffsetMap,
@@ -31,9 +30,12 @@ from rocketmq_spark.spark.offsets import (EARLIEST, LATEST, EarliestStart, EndSp
 from rocketmq_spark.spark.options import SourceOptions
 from rocketmq_spark.structs import QueueOffsets
 
+if TYPE_CHECKING:
+    from rocketmq_spark.sidecar.client import SidecarClient
+
 __all__ = ["OffsetReader", "queue_name"]
 
-Caller = Callable[[str, Callable[[SidecarClient], object]], object]
+Caller = Callable[[str, Callable[["SidecarClient"], object]], object]
 
 
 def queue_name(q: MessageQueue) -> str:

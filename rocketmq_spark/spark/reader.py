@@ -13,7 +13,7 @@ from typing import Iterator
 import pyarrow as pa
 from pyspark.sql.datasource import InputPartition
 
-from rocketmq_spark.sidecar import SidecarUnavailable
+from rocketmq_spark.sidecar.errors import SidecarUnavailable
 from rocketmq_spark.spark import link
 from rocketmq_spark.spark.options import SourceOptions
 from rocketmq_spark.spark.partition import RocketMQPartition

@@ -42,7 +42,7 @@ from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadLimit, ReadM
 
 from rocketmq_spark.errors import RocketMQError
 from rocketmq_spark.remoting.route import MessageQueue
-from rocketmq_spark.sidecar import DataLossError
+from rocketmq_spark.sidecar.errors import DataLossError
 from rocketmq_spark.spark import link
 from rocketmq_spark.spark.offset_reader import Caller, OffsetReader, queue_name
 from rocketmq_spark.spark.offsets import QueueOffsetMap, from_json, to_json

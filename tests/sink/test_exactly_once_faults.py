@@ -116,6 +116,8 @@ def rig(tmp_path_factory: pytest.TempPathFactory, cpp_home: Path) -> Iterator[Ri
             yield r
         finally:
             r.clear_gates()
+            for sc in tmp.glob("*/sc"):      # the cases' sidecars would idle on for minutes
+                kill_all(pids_in(sc, b"rocketmq_spark.sidecar.cli"))
             r.mq.close()
 
 
