@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import statistics
 import sys
 import tempfile
@@ -48,7 +49,7 @@ from typing import Any
 
 from ceiling_source import ceiling_df
 from common import (BROKER_CPU, HOST_CPU, JIT, ROLES, BrokerProcess, Timer, cpu_spent, local_spark, produce_fast,  # also puts the project root on sys.path
-                    stored_properties, table)
+                    sidecar_pid, stored_properties, table)
 
 from rocketmq_spark.client import ClientConfig, MQClient
 
@@ -171,6 +172,9 @@ def main(argv: list[str] | None = None) -> int:
         spark.stop()
     finally:
         broker.stop()
+        sidecar = sidecar_pid(sidecar_dir)
+        if sidecar is not None:        # not left idling on CPU 0 into the next invocation's runs
+            os.kill(sidecar, signal.SIGTERM)
     best = {k: min(v, key=lambda r: r[0]) for k, v in results.items()}
     rows, host = [], {}
     for k, (wall, cpu, got) in best.items():
