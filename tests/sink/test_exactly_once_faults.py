@@ -11,8 +11,6 @@ message exactly once, with its body, each key's messages in key order on one que
 
 from __future__ import annotations
 
-import os
-import signal
 from collections import Counter
 from pathlib import Path
 from typing import Callable, Iterator
@@ -73,10 +71,12 @@ class Rig:
         wait_until(lambda: not driver.alive(), timeout, "the driver to finish")
         assert driver.proc.returncode == 0 and "DONE" in driver.log.read_text(), driver.tail()
 
-    def kill_sidecar(self, case: str) -> list[int]:
-        """SIGKILL the case's sidecar (found in /proc by its directory: a health call may time
-        out on a loaded machine, and a sidecar left alive would finish what the case cuts)."""
-        return kill_all(pids_in(self.tmp / case / "sc", b"rocketmq_spark.sidecar.cli"))
+    def kill_sidecar(self, case: str = "*") -> list[int]:
+        """SIGKILL the case's sidecar, or every case's (found in /proc by its directory: a
+        health call may time out on a loaded machine, and a sidecar left alive would finish
+        what the case cuts, or idle on for minutes after the tests)."""
+        return [pid for sc in self.tmp.glob(f"{case}/sc")
+                for pid in kill_all(pids_in(sc, b"rocketmq_spark.sidecar.cli"))]
 
     def output(self, sink: str) -> dict[tuple[str, int], list[bytes]]:
         return {(q.broker_name, q.queue_id): [m.payload() for m in read_queue(self.mq, q, "eo_check")]
@@ -116,8 +116,7 @@ def rig(tmp_path_factory: pytest.TempPathFactory, cpp_home: Path) -> Iterator[Ri
             yield r
         finally:
             r.clear_gates()
-            for sc in tmp.glob("*/sc"):      # the cases' sidecars would idle on for minutes
-                kill_all(pids_in(sc, b"rocketmq_spark.sidecar.cli"))
+            r.kill_sidecar()
             r.mq.close()
 
 
@@ -292,12 +291,7 @@ def _kill_python_workers(driver_pid: int) -> list[int]:
     # the workers the daemon forked (not the daemon: Spark needs it to start new workers)
     pids = [p for p, c in cmd.items() if b"pyspark.daemon" in c and descends(p)
             and b"pyspark.daemon" in cmd.get(parent.get(p, 0), b"")]
-    for pid in pids:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    return pids
+    return kill_all(pids)
 
 
 def test_broker_killed_mid_commit_and_restarted(tmp_path: Path, cpp_home: Path) -> None:
@@ -311,11 +305,12 @@ def test_broker_killed_mid_commit_and_restarted(tmp_path: Path, cpp_home: Path) 
              "--transaction-check-max", "3"]
     proc, ns = start_broker(tmp_path / "data", tmp_path / "broker.log", *flags)
     port = ns.rsplit(":", 1)[1]
+
+    class Remote:                      # the Rig's view of a cluster in another process
+        namesrv_addr = ns
+        brokers: dict = {}
+    r = Rig(Remote(), tmp_path)  # type: ignore[arg-type]
     try:
-        class Remote:                  # the Rig's view of a cluster in another process
-            namesrv_addr = ns
-            brokers: dict = {}
-        r = Rig(Remote(), tmp_path)  # type: ignore[arg-type]
         queues = sorted(r.mq.subscribe_queues(r.source, refresh=True))
         for i, body in enumerate(r.sent):
             r.mq.send(Message(r.source, body), queue=queues[(i % len(KEYS)) % len(queues)])
@@ -331,7 +326,8 @@ def test_broker_killed_mid_commit_and_restarted(tmp_path: Path, cpp_home: Path) 
         if driver.proc.returncode != 0:
             r.finish(r.start("broker_kill", sink, run=1))
         r.check_exactly_once(sink)
-        r.mq.close()
     finally:
+        r.kill_sidecar()
+        r.mq.close()
         proc.kill()
         proc.wait(30)
