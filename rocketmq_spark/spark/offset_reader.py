@@ -13,33 +13,46 @@ further. Rules:
 
 The queue list is cached and re-read every ``queueRefreshIntervalMs`` (Spark asks for
 the latest offsets many times a second when idle); offsets come in one GetOffsets call.
+When a NameServer or broker does not answer (``transient``), the last queue list is kept,
+and ``reachable_offsets`` asks broker by broker, so the others' queues go on.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import TYPE_CHECKING, Callable, Iterable, Mapping, Sequence
 
-from rocketmq_spark.errors import BrokerError, ConfigError
+from rocketmq_spark.errors import BrokerError, ConfigError, RocketMQError
 from rocketmq_spark.remoting.codes import ResponseCode
 from rocketmq_spark.remoting.route import MessageQueue
 from rocketmq_spark.spark import link
 from rocketmq_spark.spark.offsets import (EARLIEST, LATEST, EarliestStart, EndSpec, GroupStart,
                                           LatestEnd, LatestStart, QueueOffsetMap,
                                           SpecificOffsets, StartSpec, TimestampStart)
+from rocketmq_spark.sidecar.errors import SidecarUnavailable
 from rocketmq_spark.spark.options import SourceOptions
 from rocketmq_spark.structs import QueueOffsets
 
 if TYPE_CHECKING:
     from rocketmq_spark.sidecar.client import SidecarClient
 
-__all__ = ["OffsetReader", "queue_name"]
+__all__ = ["OffsetReader", "queue_name", "transient"]
+
+log = logging.getLogger(__name__)
 
 Caller = Callable[[str, Callable[["SidecarClient"], object]], object]
 
 
 def queue_name(q: MessageQueue) -> str:
     return f"{q.topic}/{q.broker_name}/{q.queue_id}"
+
+
+def transient(exc: BaseException) -> bool:
+    """A NameServer or broker that did not answer (refused, lost, timed out) or answered
+    busy: the same call may work later. The sidecar itself not answering is not
+    (``link.call`` has already tried a new one)."""
+    return bool(getattr(exc, "retriable", False)) and not isinstance(exc, SidecarUnavailable)
 
 
 class OffsetReader:
@@ -60,10 +73,19 @@ class OffsetReader:
         stale = now - self._queues_at >= self.opts.queue_refresh_ms / 1000.0
         if self._queues is None or stale or force:
             refresh = self._queues is not None      # the first read may use the route cache
-            found = self._call(self.opts.sidecar, lambda c: c.get_queues(
-                self.cluster, list(self.opts.topics), refresh=refresh))
-            if self.opts.reads_retry_topic:
-                found = list(found) + self._retry_queues(refresh)  # type: ignore[call-overload]
+            try:
+                found = self._call(self.opts.sidecar, lambda c: c.get_queues(
+                    self.cluster, list(self.opts.topics), refresh=refresh))
+                if self.opts.reads_retry_topic:
+                    found = list(found) + self._retry_queues(refresh)  # type: ignore[call-overload]
+            except RocketMQError as exc:
+                if self._queues is None or force or not transient(exc):
+                    raise
+                # a RocketMQ client goes on with the routes it has while a NameServer is away
+                log.warning("re-reading the queue list failed; keeping the last one (%d queue(s)), "
+                            "retrying in %d ms: %s", len(self._queues), self.opts.queue_refresh_ms, exc)
+                self._queues_at = now
+                return list(self._queues)
             self._queues = sorted(found)  # type: ignore[call-overload]
             self._queues_at = now
         return list(self._queues)
@@ -87,6 +109,32 @@ class OffsetReader:
         got = self._call(self.opts.sidecar,
                          lambda c: c.get_offsets(self.cluster, list(queues), group))
         return {o.queue: o for o in got}  # type: ignore[attr-defined]
+
+    def reachable_offsets(self, queues: Sequence[MessageQueue]) -> tuple[
+            dict[MessageQueue, QueueOffsets], dict[str, RocketMQError]]:
+        """``offsets(queues)`` of the brokers that answer, and the error of each broker (by
+        name) that did not (``transient``). One call when all answer; else one per broker."""
+        try:
+            return self.offsets(queues), {}
+        except RocketMQError as exc:
+            if not transient(exc):
+                raise
+            first = exc
+        by_broker: dict[str, list[MessageQueue]] = {}
+        for q in queues:
+            by_broker.setdefault(q.broker_name, []).append(q)
+        if len(by_broker) == 1:
+            return {}, {next(iter(by_broker)): first}
+        found: dict[MessageQueue, QueueOffsets] = {}
+        down: dict[str, RocketMQError] = {}
+        for name, group in by_broker.items():
+            try:
+                found.update(self.offsets(group))
+            except RocketMQError as exc:
+                if not transient(exc):
+                    raise
+                down[name] = exc
+        return found, down
 
     def earliest(self, queues: Sequence[MessageQueue]) -> QueueOffsetMap:
         return {q: o.min_offset for q, o in self.offsets(queues).items()}

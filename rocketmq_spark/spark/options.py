@@ -52,6 +52,9 @@ _NAME_RE = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 _TOPIC_MAX, _GROUP_MAX = 127, 255
 _HOSTPORT_RE = re.compile(r"^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9_.-]+):(\d{1,5})$")
 
+# A broker that does not answer may be restarting (an Apache broker takes tens of seconds)
+# or dead (a NameServer drops its route after 120 s): its queues wait this long.
+BROKER_UNAVAILABLE_MS = 300_000
 ARROW_BATCH_ROWS = 4096          # rows per Arrow record batch the sidecar sends back
 
 
@@ -73,6 +76,7 @@ class SourceOptions:
     commit_offsets_to_broker: bool
     lock_owner: str
     queue_refresh_ms: int
+    broker_unavailable_ms: int = BROKER_UNAVAILABLE_MS
     access_key: str | None = field(default=None, repr=False)
     secret_key: str | None = field(default=None, repr=False)
     arrow_batch_rows: int = ARROW_BATCH_ROWS
@@ -260,6 +264,8 @@ OPTIONS: dict[str, OptionSpec] = {s.name.lower(): s for s in [
     OptionSpec("commitOffsetsToBroker", _bool, "true (default) | false: commit each batch's end to the group"),
     OptionSpec("lockOwner", _owner, "orderly mode's lock owner id (default derived, stable across restarts)"),
     OptionSpec("queueRefreshIntervalMs", _int_range(0), "how often the queue list is re-read (default 5000)"),
+    OptionSpec("brokerUnavailableTimeoutMs", _int_range(0),
+               "how long a broker may not answer before a stream fails (default 300000)"),
     OptionSpec("accessKey", _secret, "ACL access key"),
     OptionSpec("secretKey", _secret, "ACL secret key"),
 ]}
@@ -409,6 +415,7 @@ def parse(options: Mapping[str, str], kind: ReadKind = "stream") -> SourceOption
         commit_offsets_to_broker=values.get("commitoffsetstobroker", True),
         lock_owner=values.get("lockowner") or derived_lock_owner(group, topics, sub),
         queue_refresh_ms=values.get("queuerefreshintervalms", 5000),
+        broker_unavailable_ms=values.get("brokerunavailabletimeoutms", BROKER_UNAVAILABLE_MS),
         access_key=values.get("accesskey"),
         secret_key=values.get("secretkey"),
         tls=tls_settings(values),

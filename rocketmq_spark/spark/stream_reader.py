@@ -7,7 +7,9 @@ How RocketMQ's consumer behaviours map onto Spark's micro-batches (docs/architec
 * ``latestOffset(start, limit)`` is called many times a second when idle, so it costs one
   GetOffsets call (plus, every ``queueRefreshIntervalMs``, a queue-list refresh and in
   orderly mode a Lock call). Queues that appear later start at their earliest offset;
-  queues that vanish from the route keep their offset. ``ReadMaxRows``
+  queues that vanish from the route keep their offset; a broker that does not answer
+  holds back its own queues only, for at most ``brokerUnavailableTimeoutMs``, and a
+  failed queue-list refresh keeps the last list (``_reachable_offsets``). ``ReadMaxRows``
   (``maxMessagesPerTrigger``) is spread over the queues by backlog (``planner``).
 * orderly + clustering: every queue is locked for ``lockOwner`` through the sidecar, which
   keeps the locks renewed; a queue another client holds does not advance (end = start)
@@ -40,7 +42,7 @@ from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadLimit, ReadMaxRows,
                                               SupportsTriggerAvailableNow)
 
-from rocketmq_spark.errors import RocketMQError
+from rocketmq_spark.errors import RocketMQError, TransportError
 from rocketmq_spark.remoting.route import MessageQueue
 from rocketmq_spark.sidecar.errors import DataLossError
 from rocketmq_spark.spark import link
@@ -64,10 +66,11 @@ SIGTERM_STOP_WAIT = 2 * UNLOCK_TIMEOUT + 1.0
 
 class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, opts: SourceOptions, *, clock: Callable[[], float] = time.monotonic,
-                 call: Caller = link.call) -> None:
+                 call: Caller = link.call, sleep: Callable[[float], None] = time.sleep) -> None:
         self.opts = opts
         self._clock = clock
         self._call = call
+        self._sleep = sleep
         self._init_state()
 
     def _init_state(self) -> None:
@@ -76,6 +79,7 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._lock_key: tuple[MessageQueue, ...] = ()
         self._lock_at = 0.0
         self._reported_unlocked: frozenset[MessageQueue] = frozenset()
+        self._down_since: dict[str, float] = {}         # brokers not answering, since when
         self._target: QueueOffsetMap | None = None      # Trigger.AvailableNow
         self._latest: QueueOffsetMap | None = None
         self._committed: QueueOffsetMap = {}
@@ -92,6 +96,7 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.opts = state["opts"]
         self._clock = time.monotonic
         self._call = link.call
+        self._sleep = time.sleep
         self._init_state()
 
     @property
@@ -120,8 +125,9 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         # ending at ``start`` is done, so ``start`` is processed: commit it. (Spark's own
         # commit(end) never comes for the last batch of a Trigger.AvailableNow run.)
         self._commit(begun)
-        queues = r.queues()
-        info = r.offsets(queues)
+        listed = r.queues()
+        info = self._reachable_offsets(listed, begun)
+        queues = [q for q in listed if q in info]       # an unreachable broker's keep `begun`
         begin: QueueOffsetMap = {}
         latest: QueueOffsetMap = {}
         for q in queues:
@@ -141,6 +147,36 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         for q, off in begun.items():              # vanished from the route: keep its offset
             end.setdefault(q, off)
         return to_json(end)
+
+    def _reachable_offsets(self, queues: Sequence[MessageQueue], begun: QueueOffsetMap) -> dict:
+        """The offsets of the queues whose brokers answer. A broker that does not (restarting,
+        or dead until the NameServer drops it) holds back its own queues only, for at most
+        ``brokerUnavailableTimeoutMs``; then the query fails. Trigger.AvailableNow waits for
+        it instead (Spark would end the run at the first batch without new rows, short of
+        the target)."""
+        r, o = self.offset_reader, self.opts
+        pause = 0.5
+        while True:
+            info, down = r.reachable_offsets(queues)
+            now = self._clock()
+            for name in [b for b in self._down_since if b not in down]:
+                log.info("broker %s answers again", name)
+                del self._down_since[name]
+            for name, exc in down.items():
+                if name not in self._down_since:
+                    self._down_since[name] = now
+                    log.warning("broker %s does not answer; its queues wait (at most %d ms, option "
+                                "'brokerUnavailableTimeoutMs'): %s", name, o.broker_unavailable_ms, exc)
+                if (now - self._down_since[name]) * 1000 >= o.broker_unavailable_ms:
+                    raise TransportError(
+                        f"broker {name} has not answered for {now - self._down_since[name]:.0f} s "
+                        f"(option 'brokerUnavailableTimeoutMs' is {o.broker_unavailable_ms}): {exc}") from exc
+            waiting = self._target is not None and any(
+                q.broker_name in down and begun.get(q, -1) < self._target.get(q, -1) for q in queues)
+            if not waiting:
+                return info
+            self._sleep(pause)
+            pause = min(pause * 2, 5.0)
 
     def _checked_start(self, q: MessageQueue, start: int, min_offset: int, max_offset: int) -> int:
         """The start, checked against what the broker still stores (failOnDataLoss)."""

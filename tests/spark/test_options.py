@@ -65,6 +65,7 @@ BAD = [
      "'commitOffsetsToBroker': true needs messageModel=clustering"),
     ({"lockOwner": "a b"}, "stream", "'lockOwner'"),
     ({"queueRefreshIntervalMs": "-5"}, "stream", "'queueRefreshIntervalMs': -5 must be >= 0"),
+    ({"brokerUnavailableTimeoutMs": "soon"}, "stream", "'brokerUnavailableTimeoutMs'"),
     ({"accessKey": "AK"}, "stream", "'accessKey' and 'secretKey' must be set together"),
     ({"secretKey": "SK"}, "stream", "'accessKey' and 'secretKey' must be set together"),
     ({"accessKey": " ", "secretKey": "SK"}, "stream", "'accessKey' must not be empty"),

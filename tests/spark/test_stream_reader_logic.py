@@ -36,6 +36,7 @@ class Broker:
     maxs: dict = field(default_factory=dict)
     committed: dict = field(default_factory=dict)
     held_by_other: set = field(default_factory=set)
+    down: set = field(default_factory=set)              # brokers that do not answer
     calls: list = field(default_factory=list)
     commits: list = field(default_factory=list)
     unlocked: list = field(default_factory=list)
@@ -47,6 +48,11 @@ class Broker:
 
     def get_offsets(self, cluster, queues, group=None):
         self.calls.append("get_offsets")
+        for k in queues:
+            if k.broker_name in self.down:
+                from rocketmq_spark.errors import TransportError
+
+                raise TransportError(f"cannot connect to {k.broker_name}: [Errno 111] Connection refused")
         return [QueueOffsets(k, self.mins.get(k, 0), self.maxs[k],
                              self.committed.get(k) if group else None) for k in queues]
 
@@ -69,9 +75,10 @@ class Clock:
         return self.now
 
 
-def reader(broker: Broker, clock: Clock | None = None, **opts: str) -> RocketMQStreamReader:
+def reader(broker: Broker, clock: Clock | None = None, sleep=None, **opts: str) -> RocketMQStreamReader:  # type: ignore[no-untyped-def]
     parsed = options.parse({"nameServer": "127.0.0.1:9876", "topic": T, "consumerGroup": "g", **opts})
-    return RocketMQStreamReader(parsed, clock=clock or Clock(), call=lambda _addr, fn: fn(broker))
+    return RocketMQStreamReader(parsed, clock=clock or Clock(), call=lambda _addr, fn: fn(broker),
+                                sleep=sleep or (lambda s: pytest.fail(f"slept {s} s")))
 
 
 def js(d: dict) -> dict:
@@ -308,3 +315,108 @@ def test_failed_lock_call_holds_everything_back_until_a_retry_works():
     assert r.latestOffset(start, ReadAllAvailable()) == start        # retried after the interval
     clock.now += 5
     assert r.latestOffset(start, ReadAllAvailable()) == js({q(0): 10})
+
+
+def b(i: int) -> MessageQueue:
+    return MessageQueue(T, "broker-b", i)
+
+
+def test_a_broker_that_does_not_answer_holds_back_its_own_queues_until_the_timeout(caplog):
+    from rocketmq_spark.errors import TransportError
+
+    clock = Clock()
+    broker = Broker(maxs={q(0): 10, b(0): 10})
+    r = reader(broker, clock, startingOffsets="earliest", brokerUnavailableTimeoutMs="60000")
+    start = r.initialOffset()
+    broker.down.add("broker-b")
+    broker.maxs = {q(0): 20, b(0): 20}
+    with caplog.at_level("WARNING", logger="rocketmq_spark.spark.stream_reader"):
+        end = r.latestOffset(start, ReadAllAvailable())
+    assert end == js({q(0): 20, b(0): 0})              # broker-a's queue goes on
+    assert any("broker broker-b does not answer" in m and "Connection refused" in m for m in caplog.messages)
+    clock.now += 59
+    assert r.latestOffset(end, ReadAllAvailable()) == end
+    clock.now += 1
+    with pytest.raises(TransportError, match=r"broker broker-b has not answered for 60 s "
+                                             r"\(option 'brokerUnavailableTimeoutMs' is 60000\)"):
+        r.latestOffset(end, ReadAllAvailable())
+
+
+def test_a_broker_that_answers_again_in_time_goes_on_where_it_was():
+    clock = Clock()
+    broker = Broker(maxs={q(0): 10, b(0): 10})
+    r = reader(broker, clock, startingOffsets="earliest", brokerUnavailableTimeoutMs="60000")
+    start = r.initialOffset()
+    broker.down.add("broker-b")
+    end = r.latestOffset(start, ReadAllAvailable())
+    assert end == js({q(0): 10, b(0): 0})
+    clock.now += 50
+    broker.down.clear()
+    end = r.latestOffset(end, ReadAllAvailable())
+    assert end == js({q(0): 10, b(0): 10})
+    broker.down.add("broker-b")                        # down again: a new allowance
+    clock.now += 50
+    assert r.latestOffset(end, ReadAllAvailable()) == end
+
+
+def test_timeout_zero_fails_at_the_first_broker_that_does_not_answer():
+    from rocketmq_spark.errors import TransportError
+
+    broker = Broker(maxs={q(0): 10, b(0): 10})
+    r = reader(broker, startingOffsets="earliest", brokerUnavailableTimeoutMs="0")
+    start = r.initialOffset()
+    broker.down.add("broker-b")
+    with pytest.raises(TransportError, match="broker broker-b has not answered"):
+        r.latestOffset(start, ReadAllAvailable())
+
+
+def test_available_now_waits_for_a_broker_below_its_target():
+    clock, slept = Clock(), []
+    broker = Broker(maxs={q(0): 10, b(0): 10})
+
+    def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        clock.now += seconds
+        if len(slept) == 3:
+            broker.down.clear()                        # back after three pauses
+
+    r = reader(broker, clock, sleep, startingOffsets="earliest")
+    start = r.initialOffset()
+    r.prepareForTriggerAvailableNow()
+    broker.down.add("broker-b")
+    assert r.latestOffset(start, ReadAllAvailable()) == js({q(0): 10, b(0): 10})
+    assert slept == [0.5, 1.0, 2.0]
+
+
+def test_available_now_does_not_wait_for_a_broker_whose_queues_reached_the_target():
+    broker = Broker(maxs={q(0): 10, b(0): 10})
+    r = reader(broker, startingOffsets="earliest")
+    r.prepareForTriggerAvailableNow()
+    broker.down.add("broker-b")
+    done = js({q(0): 5, b(0): 10})
+    assert r.latestOffset(done, ReadAllAvailable()) == js({q(0): 10, b(0): 10})
+
+
+def test_a_failed_queue_list_refresh_keeps_the_last_list(caplog):
+    from rocketmq_spark.errors import TransportError
+
+    clock = Clock()
+    broker = Broker(maxs={q(0): 10})
+    r = reader(broker, clock, startingOffsets="earliest")
+    start = r.initialOffset()
+    broker.get_queues = lambda *a, **k: (_ for _ in ()).throw(TransportError("NameServer down"))
+    clock.now += 10                                    # the list is due to be read again
+    with caplog.at_level("WARNING", logger="rocketmq_spark.spark.offset_reader"):
+        assert r.latestOffset(start, ReadAllAvailable()) == js({q(0): 10})
+    assert any("keeping the last one (1 queue(s))" in m and "NameServer down" in m for m in caplog.messages)
+
+
+def test_the_sidecar_not_answering_is_not_waited_for():
+    from rocketmq_spark.sidecar.errors import SidecarUnavailable
+
+    broker = Broker(maxs={q(0): 10})
+    r = reader(broker, startingOffsets="earliest")
+    start = r.initialOffset()
+    broker.get_offsets = lambda *a, **k: (_ for _ in ()).throw(SidecarUnavailable("no sidecar"))
+    with pytest.raises(SidecarUnavailable):
+        r.latestOffset(start, ReadAllAvailable())
