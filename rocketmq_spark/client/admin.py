@@ -27,18 +27,26 @@ def _int(obj: Mapping[str, Any], key: str) -> int:
         raise RemoteProtocolError(f"field {key!r} is {obj.get(key)!r}, not an integer") from None
 
 
-def decode_cluster_masters(body: bytes) -> dict[str, str]:
-    """GET_BROKER_CLUSTER_INFO -> broker name -> master address (brokers without one left out)."""
+def decode_cluster_addresses(body: bytes) -> dict[str, dict[int, str]]:
+    """GET_BROKER_CLUSTER_INFO -> broker name -> broker id -> address (0 the master, the
+    others its slaves), as the NameServer routes them now."""
     obj = loads_object(body, "cluster info")
-    out: dict[str, str] = {}
+    out: dict[str, dict[int, str]] = {}
     for name, data in (obj.get("brokerAddrTable") or {}).items():
         if not isinstance(data, dict):
             raise RemoteProtocolError(f"cluster info entry of {name!r} is not an object")
-        addrs = data.get("brokerAddrs") or {}
-        master = addrs.get(str(MASTER_ID))
-        if master:
-            out[str(data.get("brokerName") or name)] = str(master)
+        try:
+            addrs = {int(k): str(v) for k, v in (data.get("brokerAddrs") or {}).items() if v}
+        except ValueError:
+            raise RemoteProtocolError(f"cluster info entry of {name!r} has a broker id that is not a number") from None
+        out[str(data.get("brokerName") or name)] = addrs
     return out
+
+
+def decode_cluster_masters(body: bytes) -> dict[str, str]:
+    """GET_BROKER_CLUSTER_INFO -> broker name -> master address (brokers without one left out)."""
+    return {name: addrs[MASTER_ID] for name, addrs in decode_cluster_addresses(body).items()
+            if MASTER_ID in addrs}
 
 
 def decode_topic_list(body: bytes) -> list[str]:
@@ -65,3 +73,8 @@ def decode_runtime_info(body: bytes) -> dict[str, str]:
     if not isinstance(table, dict):
         raise RemoteProtocolError("runtime info table is not an object")
     return {str(k): str(v) for k, v in table.items()}
+
+
+def dispatch_progress(info: Mapping[str, str]) -> tuple[int, int]:
+    """(commitLogMaxOffset, dispatchBehindBytes) of a GET_BROKER_RUNTIME_INFO table."""
+    return _int(info, "commitLogMaxOffset"), _int(info, "dispatchBehindBytes")

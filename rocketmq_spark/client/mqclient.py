@@ -33,7 +33,7 @@ from rocketmq_spark.client.transport import PendingCall, RequestHandler, Transpo
 from rocketmq_spark.errors import BrokerError, ConfigError, RequestTimeout, TransportError
 from rocketmq_spark.remoting.bodies import (
     ConsumeStats, ConsumerData, HeartbeatData, LockBatchBody, decode_consumer_list,
-    decode_lock_ok)
+    decode_lock_ok, subscription_group_body)
 from rocketmq_spark.remoting.codes import DEFAULT_TOPIC, Perm, RequestCode, ResponseCode
 from rocketmq_spark.remoting.command import RemotingCommand
 from rocketmq_spark.remoting.headers import (
@@ -75,6 +75,7 @@ class MQClient:
             self._transport.rpc_hook = signer
         self._ns = NameServers(config.name_servers, self._transport.invoke, config.request_timeout)
         self._routes = RouteCache(self._ns, ttl=config.route_ttl, clock=clock)
+        self._clock = clock
         self._ids = UniqIdGenerator()
         self._lock = threading.Lock()
         self._round_robin: dict[str, itertools.count[int]] = {}
@@ -154,6 +155,9 @@ class MQClient:
 
     def cluster_brokers(self) -> dict[str, str]:   # broker name -> master address
         return admin.decode_cluster_masters(self._namesrv(RequestCode.GET_BROKER_CLUSTER_INFO).body)
+
+    def cluster_addresses(self) -> dict[str, dict[int, str]]:   # broker name -> id -> address
+        return admin.decode_cluster_addresses(self._namesrv(RequestCode.GET_BROKER_CLUSTER_INFO).body)
 
     # ------------------------------------------------------------ send
 
@@ -386,8 +390,21 @@ class MQClient:
         if oneway:
             self._transport.invoke_oneway(self.master_addr(queue.topic, queue.broker_name), cmd,
                                           self.config.request_timeout)
-        else:
+            return
+        try:
             self._queue_call(queue, cmd)
+        except BrokerError as exc:
+            # RocketMQ 5.x keeps offsets only of groups it knows (a consumer's first
+            # heartbeat or pull creates one); 4.x takes any. Create it, as an admin would.
+            if exc.code != ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST:
+                raise
+            self.create_subscription_group(group, self.master_addr(queue.topic, queue.broker_name))
+            self._queue_call(queue, cmd)
+
+    def create_subscription_group(self, group: str, address: str) -> None:
+        """UPDATE_AND_CREATE_SUBSCRIPTIONGROUP of ``group`` (the broker's defaults) on ``address``."""
+        self._call(address, request(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, None,
+                                    subscription_group_body(group)))
 
     def _offset(self, code: int, queue: MessageQueue) -> int:
         cmd = request(code, QueueRequestHeader(queue.topic, queue.queue_id))
@@ -501,10 +518,12 @@ class MQClient:
         self._to_all(targets, request(RequestCode.HEART_BEAT, None, data.encode()))
 
     def unregister(self, *, client_id: str | None = None, producer_group: str | None = None,
-                   consumer_group: str | None = None) -> None:
+                   consumer_group: str | None = None, addresses: Sequence[str] | None = None) -> None:
+        """UNREGISTER_CLIENT to ``addresses``, or to every master known."""
         header = UnregisterClientRequestHeader(client_id or self.config.client_id,
                                                producer_group or None, consumer_group or None)
-        self._to_all(self._known_masters(), request(RequestCode.UNREGISTER_CLIENT, header))
+        targets = addresses if addresses is not None else self._known_masters()
+        self._to_all(targets, request(RequestCode.UNREGISTER_CLIENT, header))
 
     def consumer_list(self, group: str, topic: str) -> tuple[str, ...]:
         """Client ids of the group, asked of a broker hosting ``topic`` (the next one on
@@ -592,6 +611,29 @@ class MQClient:
     def broker_runtime_info(self, address: str) -> dict[str, str]:
         return admin.decode_runtime_info(
             self._call(address, request(RequestCode.GET_BROKER_RUNTIME_INFO)).body)
+
+    def wait_dispatched(self, address: str, *, timeout: float = 30.0,
+                        sleep: Callable[[float], None] = time.sleep) -> None:
+        """Return once the broker at ``address`` has built its consume queues from every
+        record its commit log held when this was called: what a pull can see from then on
+        includes every write this client had answered before. (A broker answers a write
+        once it is in the commit log, and fills the consume queues from there on a thread
+        of its own.) Raises RequestTimeout after ``timeout`` seconds."""
+        deadline = self._clock() + timeout
+        target = prev = admin.dispatch_progress(self.broker_runtime_info(address))[0]
+        pause = 0.005
+        while True:
+            now_max, behind = admin.dispatch_progress(self.broker_runtime_info(address))
+            # the dispatcher stood at (commit-log max then) - behind, and that max was at
+            # least the one of the previous answer, whichever order the broker reads them
+            if prev - behind >= target:
+                return
+            if self._clock() > deadline:
+                raise RequestTimeout(f"broker {address} had not dispatched its commit log up to "
+                                     f"{target} after {timeout:.0f} s ({behind} bytes behind)")
+            prev = now_max
+            sleep(pause)
+            pause = min(pause * 2, 0.1)
 
 
 def _now_ms() -> int:

@@ -83,7 +83,7 @@ class Broker:
                  max_transfer_count: int = MAX_TRANSFER_COUNT, tls: ServerTls | None = None,
                  transaction_timeout_ms: int = TRANSACTION_TIMEOUT_MS,
                  transaction_check_interval_ms: int = TRANSACTION_CHECK_INTERVAL_MS,
-                 transaction_check_max: int = TRANSACTION_CHECK_MAX) -> None:
+                 transaction_check_max: int = TRANSACTION_CHECK_MAX, dispatch_lag_ms: int = 0) -> None:
         if flush not in ("sync", "async"):
             raise ValueError(f"flush must be 'sync' or 'async', not {flush!r}")
         self.transaction_config = TransactionConfig(transaction_timeout_ms, transaction_check_interval_ms,
@@ -99,6 +99,7 @@ class Broker:
         self.clock: Clock = clock or SystemClock()
         self.segment_size = segment_size
         self.max_transfer_count = max_transfer_count
+        self.dispatch_lag_ms = dispatch_lag_ms   # see MessageStore: reads lag sends, as Apache's can
         self.acl_file = acl_file
         self.gates: list[Gate] = []              # fault tests hold requests here (gates.py)
         self.tls = tls
@@ -158,7 +159,8 @@ class Broker:
         try:
             self.store = MessageStore(self.root, HostPort(self.advertised_host, self.port), clock=self.clock,
                                       segment_size=self.segment_size,
-                                      max_transfer_count=self.max_transfer_count)
+                                      max_transfer_count=self.max_transfer_count,
+                                      dispatch_lag_ms=self.dispatch_lag_ms)
             self.store.open()
             self.topics.load()
             self.groups.load()

@@ -53,7 +53,7 @@ class EmbeddedCluster:
                  max_transfer_count: int = MAX_TRANSFER_COUNT, tls: ServerTls | None = None,
                  transaction_timeout_ms: int = TRANSACTION_TIMEOUT_MS,
                  transaction_check_interval_ms: int = TRANSACTION_CHECK_INTERVAL_MS,
-                 transaction_check_max: int = TRANSACTION_CHECK_MAX) -> None:
+                 transaction_check_max: int = TRANSACTION_CHECK_MAX, dispatch_lag_ms: int = 0) -> None:
         if brokers < 1:
             raise ConfigError(f"brokers must be at least 1, not {brokers}")
         if default_queues < 1:
@@ -86,7 +86,8 @@ class EmbeddedCluster:
                                    max_transfer_count=max_transfer_count, tls=tls,
                                    transaction_timeout_ms=transaction_timeout_ms,
                                    transaction_check_interval_ms=transaction_check_interval_ms,
-                                   transaction_check_max=transaction_check_max)
+                                   transaction_check_max=transaction_check_max,
+                                   dispatch_lag_ms=dispatch_lag_ms)
             for i in range(brokers)}
         self.namesrv = NameServer(lambda: list(self.brokers.values()), host=host, port=namesrv_port,
                                   cluster=CLUSTER_NAME, advertised_host=advertised_host, tls=tls)

@@ -17,6 +17,7 @@ from rocketmq_spark.remoting.route import MessageQueue
 
 CONSUME_TYPES = ("CONSUME_ACTIVELY", "CONSUME_PASSIVELY", "CONSUME_POP")
 MESSAGE_MODELS = ("BROADCASTING", "CLUSTERING")
+EXPRESSION_TYPES = ("TAG", "SQL92")     # RocketMQ's ExpressionType
 CONSUME_FROM = ("CONSUME_FROM_LAST_OFFSET", "CONSUME_FROM_LAST_OFFSET_AND_FROM_MIN_WHEN_BOOT_FIRST",
                 "CONSUME_FROM_MIN_OFFSET", "CONSUME_FROM_MAX_OFFSET", "CONSUME_FROM_FIRST_OFFSET",
                 "CONSUME_FROM_TIMESTAMP")
@@ -193,3 +194,11 @@ class ConsumeStats:
             table[mq] = OffsetWrapper(int(v.get("brokerOffset", 0)), int(v.get("consumerOffset", 0)),
                                       int(v.get("lastTimestamp", 0)))
         return cls(table, float(obj.get("consumeTps") or 0.0))
+
+
+def subscription_group_body(group: str) -> bytes:
+    """UPDATE_AND_CREATE_SUBSCRIPTIONGROUP's body: a SubscriptionGroupConfig with the
+    broker's defaults (what ``mqadmin updateSubGroup -g GROUP`` sends)."""
+    return dumps({"brokerId": 0, "consumeBroadcastEnable": True, "consumeEnable": True,
+                  "consumeFromMinEnable": True, "groupName": group, "notifyConsumerIdsChangedEnable": True,
+                  "retryMaxTimes": 16, "retryQueueNums": 1, "whichBrokerWhenConsumeSlowly": 1})

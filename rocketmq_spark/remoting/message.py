@@ -18,6 +18,7 @@ from typing import Iterable, Mapping
 
 from rocketmq_spark.errors import LocalProtocolError, RemoteProtocolError
 from rocketmq_spark.remoting.codes import MessageSysFlag
+from rocketmq_spark.remoting.compression import inflate
 
 MAGIC_V1 = -626843481  # 0xDAA320A7
 MAGIC_V2 = -626843477  # 0xDAA320AB
@@ -166,12 +167,7 @@ class MessageExt:
 
     def payload(self) -> bytes:
         """The body as the application sent it (inflated when compressed)."""
-        if not self.sys_flag & MessageSysFlag.COMPRESSED:
-            return self.body
-        kind = self.sys_flag & MessageSysFlag.COMPRESSION_TYPE_MASK
-        if kind in (0, MessageSysFlag.COMPRESSION_ZLIB):
-            return zlib.decompress(self.body)
-        raise RemoteProtocolError(f"unsupported compression type 0x{kind:x}")
+        return inflate(self.sys_flag, self.body)
 
 
 def body_crc(body: bytes) -> int:

@@ -15,6 +15,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence, TypeVar
 import grpc
 import pyarrow as pa
 
+from rocketmq_spark.remoting.bodies import ConsumerData
 from rocketmq_spark.remoting.route import MessageQueue
 from rocketmq_spark.sidecar import arrow, liveness, shm
 from rocketmq_spark.sidecar import converters as cv
@@ -139,6 +140,16 @@ class SidecarClient:
         self._call(self._stub.Unlock, pb.UnlockRequest(
             cluster=cv.cluster_to_pb(Cluster.of(cluster)), consumer_group=consumer_group,
             owner_id=owner_id, queues=_queues(queues)))
+
+    def register_consumer(self, cluster: Cluster | str, client_id: str, consumer: ConsumerData) -> None:
+        """Keep ``client_id`` registered with the brokers as a consumer of its group, for as
+        long as this process keeps calling (a lease) and runs."""
+        self._call(self._stub.RegisterConsumer,
+                   cv.consumer_to_pb(Cluster.of(cluster), client_id, consumer, liveness.current()))
+
+    def unregister_consumer(self, cluster: Cluster | str, consumer_group: str, client_id: str) -> None:
+        self._call(self._stub.UnregisterConsumer, pb.UnregisterConsumerRequest(
+            cluster=cv.cluster_to_pb(Cluster.of(cluster)), consumer_group=consumer_group, client_id=client_id))
 
     def pull_chunks(self, cluster: Cluster | str, spec: PullSpec) -> Iterator[bytes]:
         """The raw Arrow IPC stream of a range, chunk by chunk."""

@@ -9,6 +9,8 @@ from __future__ import annotations
 from typing import Iterable, Mapping
 
 from rocketmq_spark.errors import ConfigError
+from rocketmq_spark.remoting.bodies import (CONSUME_FROM, EXPRESSION_TYPES, MESSAGE_MODELS, ConsumerData,
+                                            SubscriptionData)
 from rocketmq_spark.remoting.route import MessageQueue
 from rocketmq_spark.sidecar.liveness import ProcessRef
 from rocketmq_spark.sidecar.model import (
@@ -72,12 +74,41 @@ def holder_to_pb(r: ProcessRef | None) -> pb.ProcessRef | None:
                          start_ticks=r.start_ticks)
 
 
-def holder_from_pb(r: pb.LockRequest) -> ProcessRef | None:
-    """The lock request's holder, None when the caller named none."""
+def holder_from_pb(r: pb.LockRequest | pb.RegisterConsumerRequest) -> ProcessRef | None:
+    """The request's holder, None when the caller named none."""
     if not r.HasField("holder"):
         return None
     h = r.holder
     return ProcessRef(h.boot_id, h.pid_namespace, h.pid, h.start_ticks)
+
+
+# ---------------------------------------------------------------- consumers
+
+def _one_of(value: str, allowed: Iterable[str], what: str) -> str:
+    if value not in allowed:
+        raise ConfigError(f"{what} {value!r} is not one of {', '.join(allowed)}")
+    return value
+
+
+def consumer_from_pb(r: pb.RegisterConsumerRequest) -> ConsumerData:
+    """A query's consumer, as it heartbeats: it pulls (CONSUME_ACTIVELY)."""
+    return ConsumerData(
+        r.consumer_group, "CONSUME_ACTIVELY",
+        _one_of(r.message_model or "CLUSTERING", MESSAGE_MODELS, "message_model"),
+        _one_of(r.consume_from_where or "CONSUME_FROM_LAST_OFFSET", CONSUME_FROM, "consume_from_where"),
+        tuple(SubscriptionData(s.topic, s.expression or "*", 0,
+                               _one_of(s.expression_type or "TAG", EXPRESSION_TYPES, "expression_type"))
+              for s in r.subscriptions))
+
+
+def consumer_to_pb(cluster: Cluster, client_id: str, c: ConsumerData,
+                   holder: ProcessRef | None) -> pb.RegisterConsumerRequest:
+    return pb.RegisterConsumerRequest(
+        cluster=cluster_to_pb(cluster), consumer_group=c.group_name, client_id=client_id,
+        message_model=c.message_model, consume_from_where=c.consume_from_where,
+        subscriptions=[pb.Subscription(topic=s.topic, expression=s.sub_string, expression_type=s.expression_type)
+                       for s in c.subscriptions],
+        holder=holder_to_pb(holder))
 
 
 # ---------------------------------------------------------------- health

@@ -23,6 +23,7 @@ from rocketmq_spark.client.mqclient import DEFAULT_PRODUCER_GROUP
 from rocketmq_spark.errors import ConfigError, TransportError
 from rocketmq_spark.remoting.message import (PROP_UNIQ_KEY, HostPort, MessageExt, parse_offset_msg_id,
                                              parse_subscription)
+from rocketmq_spark.remoting.bodies import ConsumerData
 from rocketmq_spark.remoting.codes import RequestCode
 from rocketmq_spark.remoting.route import MessageQueue
 from rocketmq_spark.sidecar import arrow, columnar, offsets, send, shm
@@ -30,6 +31,7 @@ from rocketmq_spark.sidecar.locks import LOCK_LEASE, LOCK_RENEW_INTERVAL, LockKe
 from rocketmq_spark.sidecar.liveness import ProcessRef
 from rocketmq_spark.sidecar.model import (API_VERSION, TAG_PROPERTY, Cluster, CommitOutcome, HealthInfo,
                                           Outgoing, PullSpec, SendBackItem, TxnRef, TxnTag, queue_name)
+from rocketmq_spark.sidecar.members import MemberKeeper, MemberKey
 from rocketmq_spark.sidecar.producers import ProducerKeeper
 from rocketmq_spark.sidecar.pull import PullPolicy, pipeline_depth, read_chunks
 from rocketmq_spark.sidecar.readahead import readahead
@@ -71,6 +73,7 @@ class SidecarService:
         self.pull_policy = pull_policy
         self.txns = Transactions()
         self.producers = ProducerKeeper(self.client)
+        self.members = MemberKeeper(self.client)
         self._answering: set[Cluster] = set()      # clusters whose client answers check-backs
         self.runtime_dir = Path(tempfile.gettempdir())   # set by the server to its own directory
         self._last_sweep = 0.0
@@ -115,6 +118,9 @@ class SidecarService:
         shm.drop_free(shm.shm_dir(self.runtime_dir))
         self.locks.close()
         self.producers.close()
+        self.members.close()
+        for key in list(self.members.members()):
+            self.members.leave(key)
         for key, queues in self.locks.release_all().items():
             try:
                 self.client(key.cluster).unlock_batch(key.group, key.owner, sorted(queues))
@@ -191,6 +197,16 @@ class SidecarService:
                     self._locked_once.pop(key, None)
             if targets:
                 self.client(cluster).unlock_batch(group, owner, sorted(targets))
+
+    def register_consumer(self, cluster: Cluster, client_id: str, consumer: ConsumerData, *,
+                          holder: ProcessRef | None = None) -> None:
+        """Keep ``client_id`` registered as a consumer of its group (``members``)."""
+        _require(consumer.group_name, "consumer_group")
+        self.members.join(MemberKey(cluster, consumer.group_name, _require(client_id, "client_id")),
+                          consumer, holder)
+
+    def unregister_consumer(self, cluster: Cluster, group: str, client_id: str) -> None:
+        self.members.leave(MemberKey(cluster, _require(group, "consumer_group"), _require(client_id, "client_id")))
 
     def _holder_gone(self, key: LockKey, queues: frozenset[MessageQueue]) -> None:
         """The process that held ``key``'s locks is gone (the lock keeper saw it): unlock

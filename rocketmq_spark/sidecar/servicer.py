@@ -93,6 +93,20 @@ class SidecarServicer(pb_grpc.SidecarServicer):
         return pb.LockResponse(locked=[cv.queue_to_pb(q) for q in sorted(got)])
 
     @grpc_errors
+    def RegisterConsumer(self, request: pb.RegisterConsumerRequest,
+                         context: grpc.ServicerContext) -> pb.RegisterConsumerResponse:
+        self.service.register_consumer(cv.cluster_from_pb(request.cluster), request.client_id,
+                                       cv.consumer_from_pb(request), holder=cv.holder_from_pb(request))
+        return pb.RegisterConsumerResponse()
+
+    @grpc_errors
+    def UnregisterConsumer(self, request: pb.UnregisterConsumerRequest,
+                           context: grpc.ServicerContext) -> pb.UnregisterConsumerResponse:
+        self.service.unregister_consumer(cv.cluster_from_pb(request.cluster), request.consumer_group,
+                                         request.client_id)
+        return pb.UnregisterConsumerResponse()
+
+    @grpc_errors
     def Unlock(self, request: pb.UnlockRequest, context: grpc.ServicerContext) -> pb.UnlockResponse:
         self.service.unlock(cv.cluster_from_pb(request.cluster), request.consumer_group,
                             request.owner_id, cv.queues_from_pb(request.queues))

@@ -17,7 +17,10 @@ here with the accepted tasks' half messages:
 A decided batch whose commits may have started (a retried call, a driver that died) is
 finished by looking for each half message in its target queue (by UNIQ_KEY, from where the
 queue ended before the commits) and committing only those not there: the broker keeps no
-transaction state, so a second COMMIT would deliver a message twice.
+transaction state, so a second COMMIT would deliver a message twice. Before it looks, each
+target broker must have dispatched its whole commit log (``MQClient.wait_dispatched``), and
+a decision just appended is read back through its own offset (``TxnLog.read``): brokers
+answer writes before pulls can see them.
 
 Check-backs (CHECK_TRANSACTION_STATE) are answered from the log: ROLLBACK for a half
 message of a decided batch that its decision does not accept, or that the finished batch
@@ -93,8 +96,8 @@ class Transactions:
             fresh = False
             if txn.batch not in decisions:
                 targets = {q: client.max_offset(q) for q in sorted({h.queue for h in halves})}
-                txlog.append_decision(txn.txn_id, txn.batch, txn.epoch, tasks, halves, targets, group)
-                decisions = txlog.read(txn.txn_id)
+                ours = txlog.append_decision(txn.txn_id, txn.batch, txn.epoch, tasks, halves, targets, group)
+                decisions = txlog.read(txn.txn_id, through=ours)
                 fresh = True
             decision = decisions[txn.batch]
             if decision.epoch != txn.epoch:
@@ -141,9 +144,15 @@ class Transactions:
 
     @staticmethod
     def _delivered(client: MQClient, d: Decision) -> set[str]:
-        """UNIQ_KEYs of the messages in ``d``'s target queues since the commits began."""
+        """UNIQ_KEYs of the messages in ``d``'s target queues since the commits began. Each
+        broker is asked first to have dispatched what its commit log holds: a commit's copy
+        is in the commit log when END_TRANSACTION is answered, in the queue a moment later,
+        and a copy looked for too early would be committed twice."""
         out: set[str] = set()
-        for q in sorted({h.queue for h in d.halves}):
+        queues = sorted({h.queue for h in d.halves})
+        for addr in sorted({client.master_addr(q.topic, q.broker_name) for q in queues}):
+            client.wait_dispatched(addr)
+        for q in queues:
             offset = d.targets.get(q, 0)
             while True:
                 r = client.pull(q, offset, group=SCAN_GROUP, max_nums=32)

@@ -17,6 +17,13 @@ The first decision of a batch in the log is the one that counts: a writer append
 decision, reads the log again, and yields when another decision came first. Records of
 one transactional id are read once per process and kept (``TxnLog`` caches what it read
 and reads only what is new).
+
+Reading back what was just written: a broker answers SEND_OK once a record is in its
+commit log, and builds the consume queue that pulls read from another thread, a moment
+later (Apache's ReputMessageService). So a read right after an append can miss the
+record. ``read(txn_id, through=result)`` reads until the log's queue has given the record
+at ``result.queue_offset`` (and everything before it), waiting within
+``READ_BACK_TIMEOUT``; only then is the decision known to be first or not.
 """
 
 from __future__ import annotations
@@ -24,16 +31,17 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 import zlib
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Sequence
 
 from rocketmq_spark.client import MQClient
-from rocketmq_spark.errors import BrokerError
+from rocketmq_spark.errors import BrokerError, RequestTimeout
 from rocketmq_spark.remoting.codes import ResponseCode
 from rocketmq_spark.remoting.message import MessageExt
 from rocketmq_spark.remoting.route import MessageQueue
-from rocketmq_spark.structs import HalfMessage, Message, PullStatus
+from rocketmq_spark.structs import HalfMessage, Message, PullStatus, SendResult
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +51,7 @@ PROP_KIND = "RMQ_SPARK_TXN_KIND"
 PROP_BATCH = "RMQ_SPARK_TXN_BATCH"
 PROP_EPOCH = "RMQ_SPARK_TXN_EPOCH"
 PART_SIZE = 16_384                     # half messages per part record (well under 1 MiB packed)
+READ_BACK_TIMEOUT = 30.0               # seconds a record just appended may take to be readable
 
 
 @dataclass(frozen=True)
@@ -144,21 +153,37 @@ class TxnLog:
 
     # ------------------------------------------------------------ reading
 
-    def read(self, txn_id: str) -> dict[int, Decision]:
-        """Every decision of ``txn_id`` so far, by batch (reading only what is new)."""
+    def read(self, txn_id: str, *, through: SendResult | None = None,
+             timeout: float = READ_BACK_TIMEOUT) -> dict[int, Decision]:
+        """Every decision of ``txn_id`` so far, by batch (reading only what is new). With
+        ``through``, the answer of an append of ours: not before that record was read."""
+        deadline = time.monotonic() + timeout
+        pause = 0.005
         with self._lock:
             state = self._states.setdefault(txn_id, _TxnState())
-            for q in self._queues():
-                self._read_queue(state, q, txn_id)
-            return dict(state.decisions)
+            while True:
+                for q in self._queues(through):
+                    self._read_queue(state, q, txn_id)
+                if through is None or state.next_offset.get(through.queue, 0) > through.queue_offset:
+                    return dict(state.decisions)
+                if time.monotonic() > deadline:
+                    raise RequestTimeout(
+                        f"the transaction log record at {through.queue.topic}/{through.queue.broker_name}/"
+                        f"{through.queue.queue_id} offset {through.queue_offset} was not readable "
+                        f"{timeout:.0f} s after the broker stored it")
+                time.sleep(pause)
+                pause = min(pause * 2, 0.1)
 
-    def _queues(self) -> list[MessageQueue]:
+    def _queues(self, through: SendResult | None = None) -> list[MessageQueue]:
         try:
-            return sorted(self.client.subscribe_queues(self.topic))
+            queues = set(self.client.subscribe_queues(self.topic))
         except BrokerError as exc:
-            if exc.code == ResponseCode.TOPIC_NOT_EXIST:
-                return []                     # nothing was ever written
-            raise
+            if exc.code != ResponseCode.TOPIC_NOT_EXIST:
+                raise
+            queues = set()                    # nothing was ever written (or not routed yet)
+        if through is not None:               # a topic our append created, not yet in the route
+            queues.add(through.queue)
+        return sorted(queues)
 
     def _read_queue(self, state: _TxnState, q: MessageQueue, txn_id: str) -> None:
         offset = state.next_offset.get(q, 0)
@@ -183,23 +208,25 @@ class TxnLog:
         return Message(self.topic, body, tags=txn_id, keys=f"{txn_id}#{batch}",
                        properties={PROP_KIND: kind, PROP_BATCH: str(batch), PROP_EPOCH: epoch})
 
-    def _append(self, message: Message, producer_group: str) -> None:
+    def _append(self, message: Message, producer_group: str) -> SendResult:
         queue = sorted(self.client.send_queues(self.topic))[0]
         result = self.client.send(message, queue=queue, producer_group=producer_group)
         if result.status != "SEND_OK":
             raise BrokerError(ResponseCode.SYSTEM_ERROR,
                               f"the transaction log record was stored with status {result.status}, "
                               f"not SEND_OK: its durability is not known")
+        return result
 
     def append_decision(self, txn_id: str, batch: int, epoch: str, tasks: Iterable[tuple[int, int]],
                         halves: Sequence[HalfMessage], targets: Mapping[MessageQueue, int],
-                        producer_group: str) -> None:
-        """The parts, then the decision (the moment the batch is decided)."""
+                        producer_group: str) -> SendResult:
+        """The parts, then the decision (the moment the batch is decided); the decision's
+        send result, for ``read(through=...)``."""
         chunks = [halves[i:i + PART_SIZE] for i in range(0, len(halves), PART_SIZE)]
         for chunk in chunks:
             self._append(self._record(txn_id, "part", batch, epoch, pack_halves(chunk)), producer_group)
-        self._append(self._record(txn_id, "decision", batch, epoch,
-                                  decision_body(tasks, len(chunks), targets)), producer_group)
+        return self._append(self._record(txn_id, "decision", batch, epoch,
+                                         decision_body(tasks, len(chunks), targets)), producer_group)
 
     def append_done(self, txn_id: str, batch: int, epoch: str, producer_group: str) -> None:
         self._append(self._record(txn_id, "done", batch, epoch, b"done"), producer_group)

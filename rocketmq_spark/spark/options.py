@@ -31,13 +31,16 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass, field
-from typing import Any, Callable, Literal, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Literal, Mapping
 
 from rocketmq_spark.errors import ConfigError
 from rocketmq_spark.tls import TlsSettings, Verify
 from rocketmq_spark.spark.offsets import (
     EarliestStart, EndSpec, GroupStart, LatestEnd, LatestStart, SpecificOffsets, StartSpec,
     TimestampStart, parse_user_json)
+
+if TYPE_CHECKING:
+    from rocketmq_spark.remoting.bodies import ConsumerData
 
 __all__ = ["SourceOptions", "parse", "OPTIONS", "ReadKind", "ORDERLY", "CONCURRENT",
            "CLUSTERING", "BROADCASTING"]
@@ -420,3 +423,21 @@ def parse(options: Mapping[str, str], kind: ReadKind = "stream") -> SourceOption
         secret_key=values.get("secretkey"),
         tls=tls_settings(values),
     )
+
+
+_FROM_WHERE = {EarliestStart: "CONSUME_FROM_FIRST_OFFSET", TimestampStart: "CONSUME_FROM_TIMESTAMP"}
+
+
+def consumer_data(opts: SourceOptions) -> "ConsumerData":
+    """The query as a consumer of its group, as it registers with the brokers: it pulls
+    (CONSUME_ACTIVELY), subscribes to its topics with ``subExpression`` (and, in concurrent
+    clustering mode, to ``%RETRY%<group>`` with ``*``, as Java's push consumers do), and
+    says where a new group starts (RocketMQ's consumeFromWhere). The wire types are
+    imported here: parsing options (Spark's planning process) needs none of them."""
+    from rocketmq_spark.remoting.bodies import ConsumerData, SubscriptionData
+
+    subs = tuple(SubscriptionData(t, opts.sub_expression) for t in opts.topics)
+    if opts.reads_retry_topic:
+        subs += (SubscriptionData(opts.retry_topic, "*"),)
+    return ConsumerData(opts.consumer_group, "CONSUME_ACTIVELY", opts.message_model.upper(),
+                        _FROM_WHERE.get(type(opts.starting), "CONSUME_FROM_LAST_OFFSET"), subs)

@@ -22,8 +22,14 @@ How RocketMQ's consumer behaviours map onto Spark's micro-batches (docs/architec
   Trigger.AvailableNow run, also when ``latestOffset(start)`` shows that the batch ending
   at ``start`` is done. Only changed offsets are sent. A failed commit is logged, never
   fatal: the checkpoint is the truth.
-* ``stop()`` unlocks. Spark ends the reader's Python process with SIGTERM without calling
-  ``stop()``, so a reader holding locks hooks SIGTERM to unlock first.
+* the query is a member of its group on the brokers, as RocketMQ's consumers are: it is
+  registered (through the sidecar, which heartbeats it every 20 s) with ``lockOwner`` as
+  its client id, its subscriptions and its message model, before its first commit and for
+  as long as it runs. Java consumers of the same group see it in their rebalance, RocketMQ
+  tools list it (``mqadmin consumerConnection``), and 5.x brokers know the group before its
+  offsets are written (they refuse UPDATE_CONSUMER_OFFSET for an unknown group).
+* ``stop()`` unlocks and unregisters. Spark ends the reader's Python process with SIGTERM
+  without calling ``stop()``, so a registered reader hooks SIGTERM to do that first.
 * Trigger.AvailableNow: ``prepareForTriggerAvailableNow`` records the max offsets of that
   moment; later calls never go beyond them.
 """
@@ -48,7 +54,7 @@ from rocketmq_spark.sidecar.errors import DataLossError
 from rocketmq_spark.spark import link
 from rocketmq_spark.spark.offset_reader import Caller, OffsetReader, queue_name
 from rocketmq_spark.spark.offsets import QueueOffsetMap, from_json, to_json
-from rocketmq_spark.spark.options import SourceOptions
+from rocketmq_spark.spark.options import SourceOptions, consumer_data
 from rocketmq_spark.spark.partition import RocketMQPartition
 from rocketmq_spark.spark.planner import plan_partitions, ranges, rate_limit
 from rocketmq_spark.spark.reader import read_partition
@@ -85,6 +91,8 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._committed: QueueOffsetMap = {}
         self._commit_retry_at = 0.0
         self._sigterm_hooked = False
+        self._registered = False
+        self._register_retry_at = 0.0
         self._lease_stop = threading.Event()
         self._lease_thread: threading.Thread | None = None
 
@@ -121,6 +129,7 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:  # type: ignore[override]
         r = self.offset_reader
         begun = from_json(start)
+        self._register()
         # Spark runs one batch at a time and asks for the next end only once the batch
         # ending at ``start`` is done, so ``start`` is processed: commit it. (Spark's own
         # commit(end) never comes for the last batch of a Trigger.AvailableNow run.)
@@ -199,6 +208,29 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def reportLatestOffset(self) -> dict | None:
         return None if self._latest is None else to_json(self._latest)
 
+    # ------------------------------------------------------------ membership
+
+    def _register(self) -> None:
+        """Join the group on the brokers, once (the lease thread renews it); a failure is
+        logged and retried after ``queueRefreshIntervalMs``: reading goes on without it."""
+        if self._registered or self._clock() < self._register_retry_at:
+            return
+        self._unlock_on_sigterm()
+        self._registered = self._register_call()
+        if not self._registered:
+            self._register_retry_at = self._clock() + self.opts.queue_refresh_ms / 1000.0
+        self._keep_lease()
+
+    def _register_call(self) -> bool:
+        o, cluster = self.opts, self.offset_reader.cluster
+        try:
+            self._call(o.sidecar, lambda c: c.register_consumer(cluster, o.lock_owner, consumer_data(o)))
+            return True
+        except Exception as exc:  # noqa: BLE001 - membership is for others to see; reading goes on
+            log.warning("consumer group %s: registering %s with the brokers failed (retrying in %d ms): %s",
+                        o.consumer_group, o.lock_owner, o.queue_refresh_ms, exc)
+            return False
+
     # ------------------------------------------------------------ locks (orderly)
 
     def _locked(self, queues: Sequence[MessageQueue]) -> frozenset[MessageQueue]:
@@ -234,8 +266,8 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return self._granted
 
     def _keep_lease(self) -> None:
-        """The sidecar renews our locks only while we keep asking (a lease, so a driver
-        killed without unlocking frees its queues). Spark calls ``latestOffset`` only
+        """The sidecar renews our locks and our registration only while we keep asking (a
+        lease, so a driver killed without unlocking frees its queues and leaves the group). Spark calls ``latestOffset`` only
         between batches, and a batch can outlast the lease, so a thread asks every
         ``LEASE_RENEW_SECONDS`` for as long as this reader lives."""
         if self._lease_thread is not None:
@@ -244,7 +276,11 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
         def renew() -> None:
             while not self._lease_stop.wait(LEASE_RENEW_SECONDS):
+                if self._registered:
+                    self._register_call()
                 queues = list(self._lock_key)
+                if not (o.uses_locks and queues):
+                    continue
                 try:
                     self._call(o.sidecar, lambda c: c.lock(
                         cluster, o.consumer_group, o.lock_owner, queues, keep_renewed=True))
@@ -252,7 +288,7 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                     log.warning("consumer group %s: renewing the lock lease failed: %s",
                                 o.consumer_group, exc)
 
-        self._lease_thread = threading.Thread(target=renew, name="rocketmq-lock-lease", daemon=True)
+        self._lease_thread = threading.Thread(target=renew, name="rocketmq-lease", daemon=True)
         self._lease_thread.start()
 
     # ------------------------------------------------------------ planning and reading
@@ -308,6 +344,15 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                            .unlock(cluster, o.consumer_group, o.lock_owner))
             except Exception as exc:  # the broker expires the locks anyway (60 s)
                 log.warning("could not unlock the queues of consumer group %s: %s",
+                            o.consumer_group, exc)
+        if self._registered:
+            self._registered = False
+            o, cluster = self.opts, self.offset_reader.cluster
+            try:
+                self._call(o.sidecar, lambda c: link.with_timeout(c, UNLOCK_TIMEOUT)
+                           .unregister_consumer(cluster, o.consumer_group, o.lock_owner))
+            except Exception as exc:  # the brokers drop it 120 s after its last heartbeat
+                log.warning("could not unregister %s from consumer group %s: %s", o.lock_owner,
                             o.consumer_group, exc)
 
     def _unlock_on_sigterm(self) -> None:

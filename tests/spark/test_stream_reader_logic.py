@@ -8,6 +8,7 @@ reader for real through Spark, the sidecar and the embedded broker.
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass, field
 
 import pytest
@@ -40,8 +41,23 @@ class Broker:
     calls: list = field(default_factory=list)
     commits: list = field(default_factory=list)
     unlocked: list = field(default_factory=list)
+    registered: list = field(default_factory=list)
+    unregistered: list = field(default_factory=list)
+    register_fails: int = 0
 
     # the SidecarClient methods the reader uses
+    def register_consumer(self, cluster, client_id, consumer):
+        self.calls.append("register")
+        if self.register_fails:
+            self.register_fails -= 1
+            from rocketmq_spark.errors import TransportError
+
+            raise TransportError("cannot connect to broker-a: [Errno 111] Connection refused")
+        self.registered.append((client_id, consumer))
+
+    def unregister_consumer(self, cluster, group, client_id):
+        self.unregistered.append((group, client_id))
+
     def get_queues(self, cluster, topics, refresh=False):
         self.calls.append("get_queues")
         return sorted(k for k in self.maxs if k.topic in topics)
@@ -420,3 +436,57 @@ def test_the_sidecar_not_answering_is_not_waited_for():
     broker.get_offsets = lambda *a, **k: (_ for _ in ()).throw(SidecarUnavailable("no sidecar"))
     with pytest.raises(SidecarUnavailable):
         r.latestOffset(start, ReadAllAvailable())
+
+
+# ------------------------------------------------------------------ membership
+
+
+def test_the_query_joins_its_group_before_its_first_commit_and_leaves_at_stop():
+    b = Broker(maxs={q(0): 10, q(1): 4})
+    r = reader(b, startingOffsets="earliest")
+    start = r.initialOffset()
+    end = r.latestOffset(start, ReadAllAvailable())
+    b.calls.append("commit")     # the fake records commits apart: mark where they begin
+    r.latestOffset(end, ReadAllAvailable())          # commits the batch [start, end)
+    assert b.commits and b.calls.index("register") < b.calls.index("commit")
+    assert b.calls.count("register") == 1
+    (client_id, consumer), = b.registered
+    assert client_id == r.opts.lock_owner
+    assert consumer.group_name == "g" and consumer.message_model == "CLUSTERING"
+    assert consumer.consume_type == "CONSUME_ACTIVELY" and consumer.consume_from_where == "CONSUME_FROM_FIRST_OFFSET"
+    assert [(s.topic, s.sub_string) for s in consumer.subscriptions] == [(T, "*")]
+    r.stop()
+    assert b.unregistered == [("g", r.opts.lock_owner)]
+
+
+def test_a_concurrent_query_subscribes_to_its_retry_topic_and_a_broadcasting_one_says_so():
+    b = Broker(maxs={q(0): 1})
+    r = reader(b, consumeMode="concurrent", subExpression="TagA || TagB")
+    r.latestOffset(r.initialOffset(), ReadAllAvailable())
+    consumer = b.registered[-1][1]
+    assert [(s.topic, s.sub_string) for s in consumer.subscriptions] == [(T, "TagA || TagB"), ("%RETRY%g", "*")]
+    assert consumer.consume_from_where == "CONSUME_FROM_LAST_OFFSET"
+    r.stop()
+    r = reader(b, messageModel="broadcasting")
+    r.latestOffset(r.initialOffset(), ReadAllAvailable())
+    assert b.registered[-1][1].message_model == "BROADCASTING"
+    assert [s.topic for s in b.registered[-1][1].subscriptions] == [T]
+    r.stop()
+
+
+def test_a_failed_registration_does_not_stop_reading_and_is_tried_again_later(caplog):
+    b = Broker(maxs={q(0): 10}, register_fails=1)
+    clock = Clock()
+    r = reader(b, clock, startingOffsets="earliest")
+    start = r.initialOffset()
+    with caplog.at_level(logging.WARNING):
+        end = r.latestOffset(start, ReadAllAvailable())
+    assert end == js({q(0): 10}) and b.registered == []
+    assert "registering" in caplog.text and "Connection refused" in caplog.text
+    r.latestOffset(start, ReadAllAvailable())
+    assert b.registered == []                        # not before queueRefreshIntervalMs
+    clock.now += 5.0
+    r.latestOffset(start, ReadAllAvailable())
+    assert len(b.registered) == 1
+    r.stop()
+    assert len(b.unregistered) == 1

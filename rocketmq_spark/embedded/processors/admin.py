@@ -14,7 +14,8 @@ from typing import Any
 
 from rocketmq_spark.embedded.processors.base import BrokerContext, Call, Refuse
 from rocketmq_spark.embedded.topics import MAX_QUEUE_NUMS, TopicConfig, is_system_topic, validate_topic
-from rocketmq_spark.remoting.bodies import ConsumeStats, OffsetWrapper, dumps
+from rocketmq_spark.embedded.groups import SubscriptionGroupConfig
+from rocketmq_spark.remoting.bodies import ConsumeStats, OffsetWrapper, dumps, loads_object
 from rocketmq_spark.remoting.codes import SERVER_VERSION, ResponseCode
 from rocketmq_spark.remoting.command import RemotingCommand
 from rocketmq_spark.remoting.headers import (CreateTopicRequestHeader, GetConsumeStatsRequestHeader,
@@ -72,6 +73,20 @@ def handle_create_topic(broker: BrokerContext, call: Call) -> RemotingCommand:
     broker.topics.put(TopicConfig(h.topic, h.read_queue_nums, h.write_queue_nums, h.perm,
                                   h.topic_filter_type, h.topic_sys_flag or 0, h.order))
     return call.answer(ResponseCode.SUCCESS, remark="not set any response code")
+
+
+def handle_create_subscription_group(broker: BrokerContext, call: Call) -> RemotingCommand:
+    """UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: the body's config replaces the group's."""
+    obj = loads_object(call.cmd.body, "subscription group config")
+    name = str(obj.get("groupName") or "")
+    if not name:
+        raise Refuse(ResponseCode.SYSTEM_ERROR, "the subscription group config has no groupName")
+    try:
+        config = SubscriptionGroupConfig.from_json(obj)
+    except (TypeError, ValueError) as exc:
+        raise Refuse(ResponseCode.SYSTEM_ERROR, f"bad subscription group config: {exc}") from None
+    broker.groups.put(config)
+    return call.answer(ResponseCode.SUCCESS)
 
 
 def handle_all_topic_config(broker: BrokerContext, call: Call) -> RemotingCommand:
@@ -206,7 +221,8 @@ def runtime_table(broker: BrokerContext) -> dict[str, str]:
         "consumeQueueDiskRatio": str(disk_used_ratio(broker.root / "consumequeue")),
         "remainHowManyDataToFlush": human_bytes(max(store.commitlog.max_offset - store.commitlog.flushed_offset, 0)),
         "remainTransientStoreBufferNumbs": "2147483647",  # Integer.MAX_VALUE: no transient store pool
-        "earliestMessageTimeStamp": "-1", "dispatchBehindBytes": "0", "dispatchMaxBuffer": "0",
+        "earliestMessageTimeStamp": "-1",
+        "dispatchBehindBytes": str(store.commitlog.max_offset - store.dispatched_offset()), "dispatchMaxBuffer": "0",
         "pageCacheLockTimeMills": "0", "startAcceptSendRequestTimeStamp": "0",
         "sendThreadPoolQueueSize": "0", "sendThreadPoolQueueCapacity": "10000",
         "sendThreadPoolQueueHeadWaitTimeMills": "0",

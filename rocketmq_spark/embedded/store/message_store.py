@@ -23,11 +23,13 @@ Half messages are stored with those bits cleared, in RMQ_SYS_TRANS_HALF_TOPIC.
 
 from __future__ import annotations
 
+import bisect
 import fcntl
 import logging
 import os
 import threading
 from array import array
+from collections import deque
 from dataclasses import dataclass, field, replace
 from enum import Enum
 from pathlib import Path
@@ -118,11 +120,19 @@ class MessageStore:
     def __init__(self, root: Path, store_host: HostPort, *, clock: Clock,
                  segment_size: int = DEFAULT_SEGMENT_SIZE, flush_interval: float = 0.5,
                  delay_levels_ms: Sequence[int] = DELAY_LEVELS_MS,
-                 max_transfer_count: int = MAX_TRANSFER_COUNT) -> None:
+                 max_transfer_count: int = MAX_TRANSFER_COUNT, dispatch_lag_ms: int = 0) -> None:
         if max_transfer_count < 1:
             raise ValueError(f"max_transfer_count must be at least 1, not {max_transfer_count}")
         self.root = Path(root)
         self.max_transfer_count = max_transfer_count    # messages a pull returns at most
+        if dispatch_lag_ms < 0:
+            raise ValueError(f"dispatch_lag_ms must be at least 0, not {dispatch_lag_ms}")
+        # Readers see a consume-queue entry only this long after its store time: Apache's
+        # broker answers a send once the record is in the commit log and builds the consume
+        # queue from it on another thread, so a pull right after a send can miss the record.
+        self.dispatch_lag_ms = dispatch_lag_ms
+        self._undispatched: deque[tuple[int, int]] = deque()   # (store time, commit-log end) of puts
+        self._dispatched = 0
         self.store_host = store_host
         self.clock = clock
         self.delay_levels_ms = tuple(delay_levels_ms)
@@ -247,6 +257,8 @@ class MessageStore:
                                      offset_msg_id(self.store_host, phys)))
                 grown.setdefault((m.topic, m.queue_id), []).append(tag)
             end = self.commitlog.max_offset
+            if self.dispatch_lag_ms:
+                self._undispatched.append((now, end))
         for (topic, qid), tags in grown.items():
             max_offset = self._queues[(topic, qid)].max_offset
             for listener in self._listeners:
@@ -270,7 +282,23 @@ class MessageStore:
 
     def max_offset(self, topic: str, queue_id: int) -> int:
         cq = self._queues.get((topic, queue_id))
-        return cq.max_offset if cq else 0
+        return self._visible_max(cq) if cq else 0
+
+    def dispatched_offset(self) -> int:
+        """How far into the commit log readers see (the commit log's end without a lag)."""
+        if not self.dispatch_lag_ms:
+            return self.commitlog.max_offset
+        with self._lock:
+            due = self.clock.now_ms() - self.dispatch_lag_ms
+            while self._undispatched and self._undispatched[0][0] <= due:
+                self._dispatched = self._undispatched.popleft()[1]
+            return self._dispatched if self._undispatched else self.commitlog.max_offset
+
+    def _visible_max(self, cq: ConsumeQueue) -> int:
+        """The consume queue's max offset as readers see it (``dispatch_lag_ms``)."""
+        if not self.dispatch_lag_ms:
+            return cq.max_offset
+        return bisect.bisect_right(cq.times, self.clock.now_ms() - self.dispatch_lag_ms)
 
     def entry(self, topic: str, queue_id: int, offset: int) -> tuple[int, int, int] | None:
         """(commit-log offset, size, tag code) of a queue offset, or None."""
@@ -309,7 +337,7 @@ class MessageStore:
         cq = self._queues.get((topic, queue_id))
         if cq is None:  # Apache creates a queue on first look: an empty one
             return GetResult(GetStatus.NO_MESSAGE_IN_QUEUE, 0, 0, 0)
-        lo, hi = self.min_offset(topic, queue_id), cq.max_offset
+        lo, hi = self.min_offset(topic, queue_id), self._visible_max(cq)
         if hi == 0:
             return GetResult(GetStatus.NO_MESSAGE_IN_QUEUE, 0, lo, hi)
         if offset < lo:

@@ -178,6 +178,52 @@ class UnlockResponse(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 
+class Subscription(_message.Message):
+    __slots__ = ("topic", "expression", "expression_type")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    EXPRESSION_FIELD_NUMBER: _ClassVar[int]
+    EXPRESSION_TYPE_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    expression: str
+    expression_type: str
+    def __init__(self, topic: _Optional[str] = ..., expression: _Optional[str] = ..., expression_type: _Optional[str] = ...) -> None: ...
+
+class RegisterConsumerRequest(_message.Message):
+    __slots__ = ("cluster", "consumer_group", "client_id", "message_model", "consume_from_where", "subscriptions", "holder")
+    CLUSTER_FIELD_NUMBER: _ClassVar[int]
+    CONSUMER_GROUP_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_MODEL_FIELD_NUMBER: _ClassVar[int]
+    CONSUME_FROM_WHERE_FIELD_NUMBER: _ClassVar[int]
+    SUBSCRIPTIONS_FIELD_NUMBER: _ClassVar[int]
+    HOLDER_FIELD_NUMBER: _ClassVar[int]
+    cluster: Cluster
+    consumer_group: str
+    client_id: str
+    message_model: str
+    consume_from_where: str
+    subscriptions: _containers.RepeatedCompositeFieldContainer[Subscription]
+    holder: ProcessRef
+    def __init__(self, cluster: _Optional[_Union[Cluster, _Mapping]] = ..., consumer_group: _Optional[str] = ..., client_id: _Optional[str] = ..., message_model: _Optional[str] = ..., consume_from_where: _Optional[str] = ..., subscriptions: _Optional[_Iterable[_Union[Subscription, _Mapping]]] = ..., holder: _Optional[_Union[ProcessRef, _Mapping]] = ...) -> None: ...
+
+class RegisterConsumerResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class UnregisterConsumerRequest(_message.Message):
+    __slots__ = ("cluster", "consumer_group", "client_id")
+    CLUSTER_FIELD_NUMBER: _ClassVar[int]
+    CONSUMER_GROUP_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
+    cluster: Cluster
+    consumer_group: str
+    client_id: str
+    def __init__(self, cluster: _Optional[_Union[Cluster, _Mapping]] = ..., consumer_group: _Optional[str] = ..., client_id: _Optional[str] = ...) -> None: ...
+
+class UnregisterConsumerResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
 class PullRequest(_message.Message):
     __slots__ = ("cluster", "consumer_group", "queue", "start_offset", "end_offset", "sub_expression", "pull_batch_size", "max_rows_per_batch", "fail_on_data_loss", "restore_retry_topic_of", "shared_memory")
     CLUSTER_FIELD_NUMBER: _ClassVar[int]

@@ -64,6 +64,16 @@ class SidecarStub:
                 request_serializer=rocketmq__spark_dot_sidecar_dot_v1_dot_sidecar__pb2.UnlockRequest.SerializeToString,
                 response_deserializer=rocketmq__spark_dot_sidecar_dot_v1_dot_sidecar__pb2.UnlockResponse.FromString,
                 _registered_method=True)
+        self.RegisterConsumer = channel.unary_unary(
+                '/rocketmq_spark.sidecar.v1.Sidecar/RegisterConsumer',
+                request_serializer=rocketmq__spark_dot_sidecar_dot_v1_dot_sidecar__pb2.RegisterConsumerRequest.SerializeToString,
+                response_deserializer=rocketmq__spark_dot_sidecar_dot_v1_dot_sidecar__pb2.RegisterConsumerResponse.FromString,
+                _registered_method=True)
+        self.UnregisterConsumer = channel.unary_unary(
+                '/rocketmq_spark.sidecar.v1.Sidecar/UnregisterConsumer',
+                request_serializer=rocketmq__spark_dot_sidecar_dot_v1_dot_sidecar__pb2.UnregisterConsumerRequest.SerializeToString,
+                response_deserializer=rocketmq__spark_dot_sidecar_dot_v1_dot_sidecar__pb2.UnregisterConsumerResponse.FromString,
+                _registered_method=True)
         self.Pull = channel.unary_stream(
                 '/rocketmq_spark.sidecar.v1.Sidecar/Pull',
                 request_serializer=rocketmq__spark_dot_sidecar_dot_v1_dot_sidecar__pb2.PullRequest.SerializeToString,
@@ -130,6 +140,18 @@ class SidecarServicer:
         raise NotImplementedError('Method not implemented!')
 
     def Unlock(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RegisterConsumer(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UnregisterConsumer(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -203,6 +225,16 @@ def add_SidecarServicer_to_server(servicer, server):
                     servicer.Unlock,
                     request_deserializer=rocketmq__spark_dot_sidecar_dot_v1_dot_sidecar__pb2.UnlockRequest.FromString,
                     response_serializer=rocketmq__spark_dot_sidecar_dot_v1_dot_sidecar__pb2.UnlockResponse.SerializeToString,
+            ),
+            'RegisterConsumer': grpc.unary_unary_rpc_method_handler(
+                    servicer.RegisterConsumer,
+                    request_deserializer=rocketmq__spark_dot_sidecar_dot_v1_dot_sidecar__pb2.RegisterConsumerRequest.FromString,
+                    response_serializer=rocketmq__spark_dot_sidecar_dot_v1_dot_sidecar__pb2.RegisterConsumerResponse.SerializeToString,
+            ),
+            'UnregisterConsumer': grpc.unary_unary_rpc_method_handler(
+                    servicer.UnregisterConsumer,
+                    request_deserializer=rocketmq__spark_dot_sidecar_dot_v1_dot_sidecar__pb2.UnregisterConsumerRequest.FromString,
+                    response_serializer=rocketmq__spark_dot_sidecar_dot_v1_dot_sidecar__pb2.UnregisterConsumerResponse.SerializeToString,
             ),
             'Pull': grpc.unary_stream_rpc_method_handler(
                     servicer.Pull,
@@ -397,6 +429,60 @@ class Sidecar:
             '/rocketmq_spark.sidecar.v1.Sidecar/Unlock',
             rocketmq__spark_dot_sidecar_dot_v1_dot_sidecar__pb2.UnlockRequest.SerializeToString,
             rocketmq__spark_dot_sidecar_dot_v1_dot_sidecar__pb2.UnlockResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RegisterConsumer(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rocketmq_spark.sidecar.v1.Sidecar/RegisterConsumer',
+            rocketmq__spark_dot_sidecar_dot_v1_dot_sidecar__pb2.RegisterConsumerRequest.SerializeToString,
+            rocketmq__spark_dot_sidecar_dot_v1_dot_sidecar__pb2.RegisterConsumerResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UnregisterConsumer(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rocketmq_spark.sidecar.v1.Sidecar/UnregisterConsumer',
+            rocketmq__spark_dot_sidecar_dot_v1_dot_sidecar__pb2.UnregisterConsumerRequest.SerializeToString,
+            rocketmq__spark_dot_sidecar_dot_v1_dot_sidecar__pb2.UnregisterConsumerResponse.FromString,
             options,
             channel_credentials,
             insecure,
