@@ -93,7 +93,9 @@ def open_cluster(data_dir: Path) -> Iterator[ClusterHandle]:
         return
     from rocketmq_spark.embedded import EmbeddedCluster
 
-    with EmbeddedCluster(data_dir, brokers=2, namesrv_port=0) as embedded:
+    # check-backs every 5 s (Apache's default is 60 s), as the Apache test clusters do
+    # (tests/apache/cluster.py): a Java transactional producer's UNKNOW is resolved in seconds
+    with EmbeddedCluster(data_dir, brokers=2, namesrv_port=0, transaction_check_interval_ms=5000) as embedded:
         cluster = ClusterHandle(embedded.namesrv_addr, external=False, embedded=embedded)
         try:
             yield cluster

@@ -7,12 +7,39 @@ is started only when a test asks for it, after ``sidecar_dir`` has pointed
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
 
 from tests.cluster import ClusterHandle, open_cluster
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--cluster-tests-only", action="store_true",
+                     help="run only the tests that talk to the session's cluster (the rocketmq "
+                          "fixture): what a run against $ROCKETMQ_NAMESRV adds to the embedded run")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Against an external cluster ($ROCKETMQ_NAMESRV), a test that needs an embedded cluster
+    of its own is skipped with its marker's reason; with --cluster-tests-only, the tests
+    that never touch the session's cluster are deselected (they prove nothing new there)."""
+    external = bool(os.environ.get("ROCKETMQ_NAMESRV"))
+    keep, drop = [], []
+    for item in items:
+        marker = item.get_closest_marker("embedded_cluster")
+        if external and marker is not None:
+            item.add_marker(pytest.mark.skip(reason=f"needs an embedded cluster of its own: {marker.args[0]}"))
+        if config.getoption("--cluster-tests-only") and (
+                marker is not None or "rocketmq" not in getattr(item, "fixturenames", ())):
+            drop.append(item)
+        else:
+            keep.append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
 
 
 @pytest.fixture(scope="session")

@@ -7,6 +7,8 @@ import json
 import os
 import subprocess
 import sys
+import uuid
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
@@ -17,10 +19,14 @@ from rocketmq_spark.embedded import EmbeddedCluster
 from rocketmq_spark.errors import BrokerError
 from rocketmq_spark.structs import Message
 
-ACCESS = "rocketmq2"
-SECRET = "s3cr3t-do-not-leak-7731"
+# An ACL cluster of the test's own (embedded), or the one at $ROCKETMQ_ACL_NAMESRV with the
+# non-admin account in $ROCKETMQ_ACL_ACCESS_KEY / $ROCKETMQ_ACL_SECRET_KEY (a real Apache
+# cluster: scripts/apache-cluster start VERSION --acl, account rocketmq2).
+EXTERNAL = os.environ.get("ROCKETMQ_ACL_NAMESRV")
+ACCESS = os.environ.get("ROCKETMQ_ACL_ACCESS_KEY", "rocketmq2") if EXTERNAL else "rocketmq2"
+SECRET = os.environ.get("ROCKETMQ_ACL_SECRET_KEY", "12345678") if EXTERNAL else "s3cr3t-do-not-leak-7731"
 WRONG = "wrong-secret-0042"
-TOPIC = "acl_orders"
+TOPIC = f"acl_orders_{uuid.uuid4().hex[:6]}" if EXTERNAL else "acl_orders"
 PLAIN_ACL = f"""
 globalWhiteRemoteAddresses: []
 accounts:
@@ -33,25 +39,40 @@ accounts:
 """
 
 
+@dataclass(frozen=True)
+class AclCluster:
+    namesrv_addr: str
+
+
+def _fill(namesrv: str) -> None:
+    client = MQClient(ClientConfig.parse(namesrv, access_key=ACCESS, secret_key=SECRET))
+    try:
+        for i in range(10):
+            client.send(Message(TOPIC, f"m{i}".encode(), tags="T"))
+    finally:
+        client.close()
+
+
 @pytest.fixture(scope="module")
-def acl_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedCluster]:
+def acl_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AclCluster]:
+    if EXTERNAL:       # the topic is created by the first send, as the account may not create it
+        _fill(EXTERNAL)
+        yield AclCluster(EXTERNAL)
+        return
     d = tmp_path_factory.mktemp("acl")
     (d / "plain_acl.yml").write_text(PLAIN_ACL)
     with EmbeddedCluster(d / "data", namesrv_port=0, topics={TOPIC: 2},
                          acl_file=str(d / "plain_acl.yml")) as c:
-        client = MQClient(ClientConfig.parse(c.namesrv_addr, access_key=ACCESS, secret_key=SECRET))
-        for i in range(10):
-            client.send(Message(TOPIC, f"m{i}".encode(), tags="T"))
-        client.close()
-        yield c
+        _fill(c.namesrv_addr)
+        yield AclCluster(c.namesrv_addr)
 
 
-def options(c: EmbeddedCluster, secret: str = SECRET) -> dict[str, str]:
+def options(c: AclCluster, secret: str = SECRET) -> dict[str, str]:
     return {"nameServer": c.namesrv_addr, "topic": TOPIC, "consumerGroup": "acl_group",
             "accessKey": ACCESS, "secretKey": secret}
 
 
-def test_unsigned_client_is_refused_with_the_broker_code(acl_cluster: EmbeddedCluster) -> None:
+def test_unsigned_client_is_refused_with_the_broker_code(acl_cluster: AclCluster) -> None:
     client = MQClient(ClientConfig.parse(acl_cluster.namesrv_addr))
     try:
         with pytest.raises(BrokerError) as info:
@@ -61,7 +82,7 @@ def test_unsigned_client_is_refused_with_the_broker_code(acl_cluster: EmbeddedCl
         client.close()
 
 
-def test_source_batch_and_stream_read_with_credentials(spark, acl_cluster: EmbeddedCluster, capsys) -> None:
+def test_source_batch_and_stream_read_with_credentials(spark, acl_cluster: AclCluster, capsys) -> None:
     df = spark.read.format("rocketmq").options(**options(acl_cluster)).load()
     assert sorted(r.body.decode() for r in df.select("body").collect()) == [f"m{i}" for i in range(10)]
     df.explain(True)
@@ -85,7 +106,7 @@ def test_source_batch_and_stream_read_with_credentials(spark, acl_cluster: Embed
         q.stop()
 
 
-def test_wrong_secret_fails_the_query_naming_the_options(spark, acl_cluster: EmbeddedCluster) -> None:
+def test_wrong_secret_fails_the_query_naming_the_options(spark, acl_cluster: AclCluster) -> None:
     df = spark.read.format("rocketmq").options(**options(acl_cluster, WRONG)).load()
     with pytest.raises(Exception) as info:
         df.count()
@@ -95,7 +116,7 @@ def test_wrong_secret_fails_the_query_naming_the_options(spark, acl_cluster: Emb
     assert WRONG not in text and SECRET not in text
 
 
-def test_sink_writes_with_credentials_and_fails_without(spark, acl_cluster: EmbeddedCluster) -> None:
+def test_sink_writes_with_credentials_and_fails_without(spark, acl_cluster: AclCluster) -> None:
     rows = spark.createDataFrame([(f"w{i}",) for i in range(5)], "body string")
     (rows.write.format("rocketmq").mode("append")
      .options(nameServer=acl_cluster.namesrv_addr, topic=TOPIC, accessKey=ACCESS, secretKey=SECRET).save())
@@ -112,7 +133,7 @@ def test_sink_writes_with_credentials_and_fails_without(spark, acl_cluster: Embe
     assert "Check signature failed" in text and WRONG not in text
 
 
-def test_cli_signs_with_credentials(acl_cluster: EmbeddedCluster) -> None:
+def test_cli_signs_with_credentials(acl_cluster: AclCluster) -> None:
     env = {**os.environ, "ROCKETMQ_ACCESS_KEY": ACCESS, "ROCKETMQ_SECRET_KEY": SECRET}
     r = subprocess.run([sys.executable, "-m", "rocketmq_spark.cli", "produce", "-t", TOPIC, "-n",
                         acl_cluster.namesrv_addr], input="cli\n", capture_output=True, text=True,
@@ -125,7 +146,7 @@ def test_cli_signs_with_credentials(acl_cluster: EmbeddedCluster) -> None:
     assert r.returncode == 1 and "Check signature failed" in r.stderr and WRONG not in r.stderr
 
 
-def test_secret_is_in_no_sidecar_log(sidecar_dir: Path, acl_cluster: EmbeddedCluster, spark) -> None:
+def test_secret_is_in_no_sidecar_log(sidecar_dir: Path, acl_cluster: AclCluster, spark) -> None:
     spark.read.format("rocketmq").options(**options(acl_cluster)).load().count()
     logs = list(Path(sidecar_dir).rglob("*.log"))
     assert logs, f"no sidecar log under {sidecar_dir}"
