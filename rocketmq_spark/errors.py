@@ -80,11 +80,20 @@ def _acl_error(code: int, remark: str, request_code: int | None, address: str | 
     return AclError(BrokerError(code, remark, request_code=request_code, address=address))
 
 
+_NO_PERMISSION = 16
+_NOT_ACL = "is forbidden"    # NO_PERMISSION of a broker or topic whose perm forbids it ("the broker[..] sending message is forbidden")
+
+
 def as_acl_error(exc: BrokerError) -> BrokerError:
-    """Apache answers every ACL refusal with SYSTEM_ERROR and an AclException remark."""
-    if isinstance(exc, AclError) or "AclException" not in exc.remark:
+    """An ACL refusal as an AclError: Apache 4.x answers every one with SYSTEM_ERROR and an
+    AclException remark (plain_acl.yml); 5.x's authentication and authorization (ACL 2.0)
+    with NO_PERMISSION and the reason ("check signature failed.", "username cannot be null.",
+    "User:... has no permission ...")."""
+    if isinstance(exc, AclError):
         return exc
-    return AclError(exc)
+    if "AclException" in exc.remark or (exc.code == _NO_PERMISSION and _NOT_ACL not in exc.remark):
+        return AclError(exc)
+    return exc
 
 
 class ConfigError(RocketMQError, ValueError):

@@ -22,6 +22,7 @@ from collections import defaultdict
 from typing import Callable, Iterable, Sequence
 
 from rocketmq_spark.client import admin, producer
+from rocketmq_spark.client.busy import while_busy
 from rocketmq_spark.client import pull as pull_codec
 from rocketmq_spark.client.acl import Signer
 from rocketmq_spark.client.calls import check, request
@@ -206,19 +207,20 @@ class MQClient:
 
     def _with_failover(self, topic: str, queue: MessageQueue | None,
                        attempt: Callable[[MessageQueue], SendResult]) -> SendResult:
-        """One attempt on ``queue``; without one, round robin with up to ``send_retries``
-        more attempts on another broker after a retriable failure (not after a timeout:
-        the message may be stored)."""
+        """``queue``, again while its broker answers busy (``busy``: nothing stored);
+        without a queue, round robin with up to ``send_retries`` more attempts on another
+        broker after another retriable failure (not after a timeout: the message may be
+        stored)."""
         if queue is not None:
             if queue.topic != topic:
                 raise ValueError(f"queue {queue} is not a queue of topic {topic!r}")
-            return attempt(queue)
+            return while_busy(lambda: attempt(queue))
         candidates = self.send_queues(topic)
         avoid: str | None = None
         for n in range(self.send_retries + 1):
             mq = self._select_queue(topic, candidates, avoid)
             try:
-                return attempt(mq)
+                return while_busy(lambda: attempt(mq))
             except _SEND_FAILOVER as exc:
                 if not exc.retriable or isinstance(exc, RequestTimeout) or n == self.send_retries:
                     raise

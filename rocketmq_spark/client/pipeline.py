@@ -6,8 +6,10 @@ the process's ``sharding.ROUND_ROBIN`` over the topic's send queues, a batch at 
 pipelines one after the other go on where the last stopped); a batch goes out as
 SEND_BATCH_MESSAGE once it holds ``batch_size`` messages or ``batch_bytes`` bytes (a single message as
 SEND_MESSAGE_V2; delayed messages and %RETRY%/%DLQ% topics alone: brokers refuse them in
-batches). A request without a key that a broker refuses with a retriable code is sent once
-more to another broker's queue (never after a timeout: it may have been stored). Up to ``depth`` requests are in
+batches). A request a busy broker refused (SYSTEM_BUSY: nothing stored) goes again to the
+same queue after a pause (``busy``). A request without a key that a broker refuses with
+another retriable code is sent once more to another broker's queue (never after a
+timeout: it may have been stored). Up to ``depth`` requests are in
 flight at once; a queue whose order matters (``ordered``: every queue a sharding key chose)
 has one in flight at a time, because a broker may handle the requests of one connection in
 parallel (5.x does), and a message's position in its queue is the order consumers see.
@@ -21,6 +23,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable, Hashable, Protocol, Sequence
 
+from rocketmq_spark.client.busy import while_busy
 from rocketmq_spark.errors import BrokerError, RequestTimeout, RocketMQError
 from rocketmq_spark.remoting.codes import DLQ_PREFIX, RETRY_PREFIX
 from rocketmq_spark.remoting.route import MessageQueue
@@ -164,7 +167,10 @@ class SendPipeline:
         lane.in_flight -= 1
         n = len(batch)
         try:
-            result = call.result()
+            try:
+                result = call.result()
+            except BrokerError as busy:         # nothing stored: the same request again, later
+                result = while_busy(lambda: self._submit(batch, lane.queue).result(), busy)
         except RocketMQError as exc:
             other = self._elsewhere(lane, exc)
             if other is None:

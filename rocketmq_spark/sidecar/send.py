@@ -13,7 +13,8 @@ broker refuses them in batches). Results come back in request order.
 
 ``send_halves`` sends messages as half messages (exactly-once writes): one request each
 (brokers take no transactional batches), up to ``HALF_DEPTH`` in flight, every message
-carrying the transaction's tag; queues are chosen as above.
+carrying the transaction's tag; queues are chosen as above. A half message a busy broker
+refused goes again after a pause (``client.busy``).
 """
 
 from __future__ import annotations
@@ -23,8 +24,10 @@ from collections import deque
 from dataclasses import replace
 from typing import Any, Protocol, Sequence
 
+from rocketmq_spark.client.busy import while_busy
 from rocketmq_spark.client.pipeline import PipelineFailed, SendPipeline
 from rocketmq_spark.client.pipeline import Sender as Sender
+from rocketmq_spark.errors import BrokerError
 from rocketmq_spark.remoting.codes import TransactionState
 from rocketmq_spark.remoting.message import PROP_SHARDING_KEY
 from rocketmq_spark.remoting.route import MessageQueue
@@ -98,9 +101,13 @@ def send_halves(client: HalfSender, items: Sequence[Outgoing], producer_group: s
 
     def settle() -> None:
         nonlocal failure
-        call = pending.popleft()
+        call, msg, queue = pending.popleft()
         try:
-            results.append(call.result())
+            try:
+                results.append(call.result())
+            except BrokerError as busy:    # nothing stored: the same half message again, later
+                results.append(while_busy(lambda: client.send_async(
+                    msg, queue=queue, producer_group=producer_group, transactional=True).result(), busy))
         except Exception as exc:  # noqa: BLE001 - the first one is raised below
             failure = failure or exc
 
@@ -118,8 +125,9 @@ def send_halves(client: HalfSender, items: Sequence[Outgoing], producer_group: s
             settle()
         if failure is not None:
             break
-        pending.append(client.send_async(replace(msg, properties=props), queue=queue,
-                                         producer_group=producer_group, transactional=True))
+        msg = replace(msg, properties=props)
+        pending.append((client.send_async(msg, queue=queue, producer_group=producer_group, transactional=True),
+                        msg, queue))
     while pending:
         settle()
     if failure is not None:

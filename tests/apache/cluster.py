@@ -66,6 +66,15 @@ JAVA_OPTS = ("-server", "-Xms256m", "-Xmx512m", "-XX:MaxDirectMemorySize=512m", 
              "--add-exports=java.base/jdk.internal.ref=ALL-UNNAMED")
 
 
+# RocketMQ 5.x batches the op messages that mark half messages resolved
+# (TransactionalOpBatchService). Once a queue's ops are written and it stays idle for
+# transactionOpBatchInterval (3 s), batchSendOpMessage returns a wake-up time in the past
+# and the service spins: one core per master that ever ended a transaction (seen on 5.5.0;
+# 5.3.3, 5.4.0 and 5.5.1 have the same code). Writing each op at once (any size over 1 byte wakes the service)
+# and a wake-up interval no idle queue reaches keeps the same semantics without the spin.
+OP_BATCH_WORKAROUND = {"transactionOpMsgMaxSize": "1", "transactionOpBatchInterval": str(2**31 - 1)}
+
+
 class ClusterError(RuntimeError):
     """The cluster could not be started or stopped (the message says what and where to look)."""
 
@@ -265,6 +274,8 @@ def broker_node(cp: str, root: Path, spec: BrokerSpec, port: int, namesrv: str, 
         # check-backs every 5 s (default 60 s): a transactional producer's UNKNOW resolves in seconds
         "transactionCheckInterval": "5000",
     }
+    if major(version) >= 5:
+        values.update(OP_BATCH_WORKAROUND)
     if acl:
         values.update(_acl_properties(version))
     conf = node_dir / "broker.properties"

@@ -24,6 +24,9 @@ class Call:
 
     def result(self) -> SendResult:
         self.sender.in_flight[self.queue] -= 1
+        if self.sender.busy > 0:
+            self.sender.busy -= 1
+            raise BrokerError(2, "[TIMEOUT_CLEAN_QUEUE]broker busy, start flow control for a while")
         if any(m.body in self.sender.refuse for m in self.messages):
             raise BrokerError(13, "the message is illegal")
         stored = self.sender.stored.setdefault(self.queue, [])
@@ -33,8 +36,9 @@ class Call:
 
 
 class Scripted:
-    def __init__(self, refuse: set[bytes] = frozenset()) -> None:  # type: ignore[assignment]
+    def __init__(self, refuse: set[bytes] = frozenset(), busy: int = 0) -> None:  # type: ignore[assignment]
         self.refuse = refuse
+        self.busy = busy                  # answers SYSTEM_BUSY to the first `busy` requests
         self.requests: list[tuple[MessageQueue, int]] = []
         self.stored: dict[MessageQueue, list[Message]] = {}
         self.in_flight: dict[MessageQueue, int] = {}
@@ -149,3 +153,19 @@ def test_turns_start_at_random_and_are_never_handed_out_twice() -> None:
     assert turns.select("u", QS) == QS[(max(taken) + 1) % 4]
     with pytest.raises(ValueError):
         turns.select("u", [])
+
+
+def test_a_busy_broker_gets_the_same_request_again_on_the_same_queue() -> None:
+    """SYSTEM_BUSY stores nothing: each refused request goes again, to its queue, and every
+    message is stored once, in its key's order."""
+    s = Scripted(busy=3)
+    pipe = SendPipeline(s, producer_group="g", batch_size=4, depth=8)
+    for i in range(20):
+        pipe.add(msg(i), f"k{i % 2}", i)
+    assert pipe.close() == 20
+    got = sorted(int(m.body[1:]) for ms in s.stored.values() for m in ms)
+    assert got == list(range(20)) and s.busy == 0
+    for k in ("k0", "k1"):
+        q = select_queue(k, QS)
+        assert [int(m.body[1:]) for m in s.stored[q]] == [i for i in range(20) if f"k{i % 2}" == k]
+    assert len(s.requests) == 2 * 3 + 3          # per key 4 + 4 + 2, and the three sent again

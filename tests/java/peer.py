@@ -129,6 +129,9 @@ class Background:
 
 class JavaPeer:
     def __init__(self, version: str, workdir: Path) -> None:
+        missing = java_available()
+        if missing is not None:
+            raise JavaPeerError(f"the Java peer needs a JDK 17 and Maven: {missing}")
         self.version = version
         self.cp = classpath([f"org.apache.rocketmq:rocketmq-client:{version}",
                              f"org.apache.rocketmq:rocketmq-tools:{version}"])

@@ -1,7 +1,11 @@
 """Our queries as members of a consumer group, seen by RocketMQ's Java client: its admin API
 (DefaultMQAdminExt, what mqadmin uses) sees the query's committed offsets, its connection
 and subscriptions; a Java orderly consumer in the same group as our orderly query never
-holds a queue the query holds, and each takes the queues over once the other stops."""
+holds a queue the query holds, and each takes the queues over once the other stops.
+
+The two sides are not alike: the Java consumer locks only the share its rebalance allots
+it (the query counts as a member) and lets go of the rest, while the query locks every
+queue it can get and keeps what it holds until it stops."""
 
 from __future__ import annotations
 
@@ -18,6 +22,21 @@ from tests.waiting import wait_until
 def produce(rocketmq: Any, topic: str, n: int, tag: str) -> None:
     for i in range(n):
         rocketmq.admin.send(Message(topic, f"{tag}-{i}".encode()))
+
+
+def produce_each(rocketmq: Any, topic: str, tag: str) -> dict[tuple[str, int], str]:
+    """One message to every queue of ``topic``: body -> its queue."""
+    out = {}
+    for m in sorted(rocketmq.admin.subscribe_queues(topic, refresh=True)):
+        body = f"{tag}-{m.broker_name}-{m.queue_id}"
+        rocketmq.admin.send(Message(topic, body.encode()), queue=m)
+        out[(m.broker_name, m.queue_id)] = body
+    return out
+
+
+def consumed_bodies(events: list[dict], tag: str) -> set[str]:
+    return {base64.b64decode(e["body"]).decode() for e in events
+            if e["event"] == "msg" and base64.b64decode(e["body"]).startswith(tag.encode())}
 
 
 def start_query(spark: Any, rocketmq: Any, topic: str, group: str, checkpoint: str, name: str,
@@ -69,13 +88,14 @@ def lock_owner(group: str, topic: str) -> str:
 
 
 def consumed(events: list[dict], tag: str) -> int:
-    return sum(1 for e in events if e["event"] == "msg" and base64.b64decode(e["body"]).startswith(tag.encode()))
+    return len(consumed_bodies(events, tag))
 
 
-def held(member: Any) -> set[tuple[str, int]]:
-    """The queues the Java member reported locked last."""
+def held(member: Any, topic: str) -> set[tuple[str, int]]:
+    """The queues of ``topic`` the Java member reported locked last (a Java consumer of a
+    clustering group also subscribes to, and locks, the group's %RETRY% topic)."""
     reports = [e for e in member.snapshot() if e["event"] == "held"]
-    return {(q["broker"], q["queue_id"]) for q in reports[-1]["queues"]} if reports else set()
+    return {(q["broker"], q["queue_id"]) for q in reports[-1]["queues"] if q["topic"] == topic} if reports else set()
 
 
 def test_a_java_orderly_consumer_and_our_orderly_query_never_share_a_queue(spark, rocketmq, java: JavaPeer,
@@ -96,7 +116,7 @@ def test_a_java_orderly_consumer_and_our_orderly_query_never_share_a_queue(spark
         member.wait_for(lambda es: sum(e["event"] == "held" for e in es) >= 6, 60, "the member's reports")
         deadline = time.monotonic() + 3
         while time.monotonic() < deadline:           # a few more reports: still nothing held
-            assert held(member) == set()
+            assert held(member, topic) == set()
             time.sleep(0.5)
         assert not [e for e in member.snapshot() if e["event"] == "msg"]
     finally:
@@ -104,23 +124,31 @@ def test_a_java_orderly_consumer_and_our_orderly_query_never_share_a_queue(spark
     # the query stopped (unlocked, left the group): the member takes every queue
     assert member is not None
     try:
-        member.wait_for(lambda es: held(member) == all_queues, 90, "the member holding every queue")
+        member.wait_for(lambda es: held(member, topic) == all_queues, 90, "the member holding every queue")
         produce(rocketmq, topic, 6, "second")
         member.wait_for(lambda es: consumed(es, "second") == 6, 60, "the member consuming the new messages")
-        # now ours waits: the member holds every queue, a new query of the group gets none
+        # a new query joins the group: the member's rebalance gives it its share, which the
+        # member lets go of and the query locks; the member keeps the rest
         name2 = rocketmq.unique("java_member_q")
         q2 = start_query(spark, rocketmq, topic, group, str(tmp_path / "ck2"), name2, startingOffsets="latest")
         try:
             wait_until(lambda: len(q2.recentProgress) >= 1, 60, "the second query's first batch")
-            produce(rocketmq, topic, 4, "third")
-            member.wait_for(lambda es: consumed(es, "third") == 4, 60, "the member consuming the third messages")
-            assert bodies(spark, name2) == []
+            member.wait_for(lambda es: 0 < len(held(member, topic)) < len(all_queues), 90,
+                            "the member down to its share of the queues")
+            java_side = held(member, topic)
+            third = produce_each(rocketmq, topic, "third")
+            mine = {third[q] for q in java_side}
+            member.wait_for(lambda es: consumed_bodies(es, "third") == mine, 60,
+                            "the member consuming the messages of its queues")
+            wait_until(lambda: set(bodies(spark, name2)) == set(third.values()) - mine, 120,
+                       "the query reading the messages of the queues it took")
+            assert held(member, topic) == java_side
             member.stop()
             member = None
-            produce(rocketmq, topic, 4, "fourth")
+            fourth = produce_each(rocketmq, topic, "fourth")
             # the query goes on from its checkpoint (the truth of a Spark query), so it also
-            # reads the third messages the member consumed while it held the queues
-            want = sorted([f"third-{i}" for i in range(4)] + [f"fourth-{i}" for i in range(4)])
+            # reads the third messages the member consumed on the queues it held
+            want = sorted(list(third.values()) + list(fourth.values()))
             wait_until(lambda: sorted(bodies(spark, name2)) == want, 120,
                        "the query taking the queues over once the member stopped")
         finally:

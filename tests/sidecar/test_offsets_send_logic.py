@@ -113,3 +113,32 @@ def test_calls_in_a_row_take_turns_over_the_queues() -> None:
         assert all(r.queue == qs[(qs.index(results[0].queue) + i) % 4] for i, r in enumerate(results))
     assert sorted(len(m) for m in halves.stored.values()) == [3, 3, 3, 3]
     assert all(m.properties["TAG"] == "tx" for msgs in halves.stored.values() for m in msgs)
+
+
+def test_a_half_message_a_busy_broker_refused_is_sent_again_once() -> None:
+    """SYSTEM_BUSY stores nothing: the refused half message goes again to its queue, each
+    message is stored once, and the results stay in request order (the order the commits
+    go in, which is the order consumers see; where the half messages sit does not matter)."""
+    from rocketmq_spark.errors import BrokerError
+
+    class Busy(FakeSender):
+        refusals = 2
+
+        def send_async(self, message, *, queue, producer_group="", **kw):  # type: ignore[no-untyped-def]
+            if self.refusals:
+                self.refusals -= 1
+                return Refused()
+            return super().send_async(message, queue=queue, producer_group=producer_group)
+
+    class Refused:
+        def result(self):  # type: ignore[no-untyped-def]
+            raise BrokerError(2, "[TIMEOUT_CLEAN_QUEUE]broker busy, start flow control for a while")
+
+    qs = [MessageQueue("t", "broker-a", i) for i in range(2)]
+    halves = Busy(qs)
+    items = [Outgoing(Message("t", f"h{i}".encode()), sharding_key="k") for i in range(5)]
+    results = send_halves(halves, items, "pg", "tx", tag_property="TAG")
+    (q,) = {r.queue for r in results}
+    assert sorted(m.body for m in halves.stored[q]) == [f"h{i}".encode() for i in range(5)]
+    assert [halves.stored[q][r.queue_offset].body for r in results] == [f"h{i}".encode() for i in range(5)]
+    assert halves.refusals == 0

@@ -1,0 +1,54 @@
+"""A broker that is busy: wait, then send the same request again.
+
+Apache brokers shed load before they store anything: a send that waited in the broker's
+send queue longer than ``waitTimeMillsInSendQueue`` (200 ms) is answered SYSTEM_BUSY
+(``[TIMEOUT_CLEAN_QUEUE]broker busy, start flow control for a while``), as are requests
+refused while the page cache is locked (``[PCBUSY_CLEAN_QUEUE]``) or the pool is full
+(``[REJECTREQUEST]system busy``). Nothing was stored, so the request can go again as it was
+(to the same queue: a keyed message keeps its place in its key's order), after a pause that
+grows while the broker stays busy. Java's producer retries these too. A loaded 2-core
+machine running Apache's broker beside Spark answers this way within seconds.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Callable, TypeVar
+
+from rocketmq_spark.errors import BrokerError
+from rocketmq_spark.remoting.codes import ResponseCode
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+BUSY_CODES = frozenset({ResponseCode.SYSTEM_BUSY})
+BUSY_TIMEOUT = 60.0        # seconds a request may keep finding its broker busy
+FIRST_PAUSE, MAX_PAUSE = 0.05, 1.0
+
+
+def is_busy(exc: BaseException) -> bool:
+    return isinstance(exc, BrokerError) and exc.code in BUSY_CODES
+
+
+def while_busy(attempt: Callable[[], T], first: BaseException | None = None, *,
+               timeout: float = BUSY_TIMEOUT, sleep: Callable[[float], None] = time.sleep,
+               clock: Callable[[], float] = time.monotonic) -> T:
+    """``attempt()``, again after a pause for as long as the broker answers busy (at most
+    ``timeout`` seconds); ``first``: the busy answer an earlier attempt already got. Any
+    other error, or a busy one past the timeout, is raised."""
+    deadline = clock() + timeout
+    pause = FIRST_PAUSE
+    last = first
+    while True:
+        if last is not None:
+            if not is_busy(last) or clock() + pause > deadline:
+                raise last
+            log.info("broker busy (%s); sending again in %.2f s", last, pause)
+            sleep(pause)
+            pause = min(pause * 2, MAX_PAUSE)
+        try:
+            return attempt()
+        except BrokerError as exc:
+            last = exc
