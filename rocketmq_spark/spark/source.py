@@ -102,4 +102,4 @@ class RocketMQDataSource(DataSource):
         opts = sink_options.parse(self.options)
         txn_id = stream_txn_id(opts, dict(self.options)) if opts.exactly_once else None
         return RocketMQStreamWriter(opts, check_schema(schema, opts.topic, exactly_once=opts.exactly_once),
-                                    txn_id)
+                                    txn_id, schema)

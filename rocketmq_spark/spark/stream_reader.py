@@ -45,13 +45,12 @@ from types import FrameType
 from typing import Callable, Sequence
 
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
-from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadLimit, ReadMaxRows,
-                                              SupportsTriggerAvailableNow)
 
 from rocketmq_spark.errors import RocketMQError, TransportError
 from rocketmq_spark.remoting.route import MessageQueue
 from rocketmq_spark.sidecar.errors import DataLossError
-from rocketmq_spark.spark import link
+from rocketmq_spark.spark import features, link
+from rocketmq_spark.spark.features import ReadAllAvailable, ReadLimit, ReadMaxRows
 from rocketmq_spark.spark.offset_reader import Caller, OffsetReader, queue_name
 from rocketmq_spark.spark.offsets import QueueOffsetMap, from_json, to_json
 from rocketmq_spark.spark.options import SourceOptions, consumer_data
@@ -70,7 +69,7 @@ UNLOCK_TIMEOUT = 5.0     # seconds
 SIGTERM_STOP_WAIT = 2 * UNLOCK_TIMEOUT + 1.0
 
 
-class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+class RocketMQStreamReader(DataSourceStreamReader, features.TriggerAvailableNowBase):
     def __init__(self, opts: SourceOptions, *, clock: Callable[[], float] = time.monotonic,
                  call: Caller = link.call, sleep: Callable[[float], None] = time.sleep) -> None:
         self.opts = opts
@@ -88,6 +87,7 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._down_since: dict[str, float] = {}         # brokers not answering, since when
         self._target: QueueOffsetMap | None = None      # Trigger.AvailableNow
         self._latest: QueueOffsetMap | None = None
+        self._next_start: QueueOffsetMap | None = None  # where the next batch starts (pyspark < 4.2)
         self._committed: QueueOffsetMap = {}
         self._commit_retry_at = 0.0
         self._sigterm_hooked = False
@@ -116,7 +116,9 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     # ------------------------------------------------------------ offsets
 
     def initialOffset(self) -> dict:
-        return to_json(self.offset_reader.resolve_start(self.opts.starting))
+        start = self.offset_reader.resolve_start(self.opts.starting)
+        self._next_start = dict(start)
+        return to_json(start)
 
     def getDefaultReadLimit(self) -> ReadLimit:
         n = self.opts.max_messages_per_trigger
@@ -126,7 +128,18 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         r = self.offset_reader
         self._target = r.latest(r.queues(force=True))
 
-    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:  # type: ignore[override]
+    def latestOffset(self, start: dict | None = None, limit: ReadLimit | None = None) -> dict:  # type: ignore[override]
+        """The end of the next batch. pyspark 4.2 and later pass the batch's start and the
+        read limit (admission control); earlier releases pass neither, and the start is
+        where the last batch planned ended (``partitions``: Spark plans an empty range at
+        the latest offsets of the checkpoint when a query restarts, so it is known then
+        too), the limit ``maxMessagesPerTrigger``."""
+        if start is None:
+            if self._next_start is None:     # never told: nothing below the true start is safe
+                log.warning("consumer group %s: the batch's start is not known; this batch reads "
+                            "everything available, without maxMessagesPerTrigger", self.opts.consumer_group)
+                return self._unbounded()
+            start, limit = to_json(self._next_start), self.getDefaultReadLimit()
         r = self.offset_reader
         begun = from_json(start)
         self._register()
@@ -156,6 +169,12 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         for q, off in begun.items():              # vanished from the route: keep its offset
             end.setdefault(q, off)
         return to_json(end)
+
+    def _unbounded(self) -> dict:
+        """Every queue at its latest offset (the end no true start can be above)."""
+        r = self.offset_reader
+        self._latest = r.latest(r.queues())
+        return to_json(self._latest)
 
     def _reachable_offsets(self, queues: Sequence[MessageQueue], begun: QueueOffsetMap) -> dict:
         """The offsets of the queues whose brokers answer. A broker that does not (restarting,
@@ -295,6 +314,12 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         begun, ended = from_json(start), from_json(end)
+        self._next_start = dict(ended)
+        if begun != ended:
+            # Spark plans a batch once the one before is recorded: ``start`` is processed.
+            # (An empty range is how pyspark < 4.2 says where a restarted query stands, not
+            # yet recorded as done: it is not committed.)
+            self._commit(begun)
         new = [q for q in ended if q not in begun]
         if new:  # queues that appeared in this batch start at their earliest offset
             first = self.offset_reader.earliest(new)

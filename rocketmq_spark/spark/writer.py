@@ -16,7 +16,9 @@ column                    type                                   becomes
 ========================  =====================================  ==============================
 
 Both writers are Arrow writers (``DataSourceArrowWriter``, ``DataSourceStreamArrowWriter``):
-a task gets its partition as Arrow record batches and converts them column by column. It
+a task gets its partition as Arrow record batches and converts them column by column
+(pyspark 4.0 has no Arrow stream writer: there the stream writer gets rows and makes Arrow
+batches of them first, ``features.STREAM_ARROW_WRITER``). It
 sends the messages through its host's sidecar, ``batchSize`` messages per Send call, one
 call at a time, and checks that the broker stored every message (SEND_OK) before the next
 call; ``write`` returns, and the task commits, only after the last call succeeded. A failed
@@ -36,8 +38,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
-from pyspark.sql.datasource import (DataSourceArrowWriter, DataSourceStreamArrowWriter,
-                                    WriterCommitMessage)
+from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.types import (ArrayType, BinaryType, ByteType, DataType, IntegerType, LongType,
                                MapType, ShortType, StringType, StructType)
 
@@ -47,6 +48,7 @@ from rocketmq_spark.remoting.message import NAME_VALUE_SEP, PROPERTY_SEP
 from rocketmq_spark.sidecar import Outgoing
 from rocketmq_spark.spark.options import _NAME_RE, _TOPIC_MAX
 from rocketmq_spark.spark import exactly_once as eo
+from rocketmq_spark.spark import features
 from rocketmq_spark.spark.sink_options import SinkOptions
 from rocketmq_spark.structs import Message, SendResult
 
@@ -417,13 +419,35 @@ class RocketMQWriter(DataSourceArrowWriter):
             eo.abort(self.opts, self.txn, messages, 0)
 
 
-class RocketMQStreamWriter(DataSourceStreamArrowWriter):
+ROWS_PER_BATCH = 4096      # rows made into one Arrow batch where Spark hands rows (pyspark 4.0)
+
+
+def rows_to_batches(rows: Iterator[Any], schema: StructType) -> Iterator["pa.RecordBatch"]:
+    """Spark rows as Arrow record batches of ``schema`` (the stream writer of pyspark 4.0)."""
+    import pyarrow as pa
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    arrow_schema = to_arrow_schema(schema)
+    names = schema.names
+    chunk: list[dict[str, Any]] = []
+    for row in rows:
+        chunk.append(dict(zip(names, row)))
+        if len(chunk) >= ROWS_PER_BATCH:
+            yield pa.RecordBatch.from_pylist(chunk, schema=arrow_schema)
+            chunk = []
+    if chunk:
+        yield pa.RecordBatch.from_pylist(chunk, schema=arrow_schema)
+
+
+class RocketMQStreamWriter(features.StreamWriterBase):  # type: ignore[misc]
     """Streaming writes (``df.writeStream.format("rocketmq")``): each micro-batch like a batch
     write. In complete output mode every trigger sends the whole result table again."""
 
-    def __init__(self, opts: SinkOptions, layout: Layout, txn_id: str | None = None) -> None:
+    def __init__(self, opts: SinkOptions, layout: Layout, txn_id: str | None = None,
+                 schema: StructType | None = None) -> None:
         self.opts = opts
         self.layout = layout
+        self.schema = schema        # for the rows of pyspark 4.0 (no Arrow stream writer)
         self.txn = (eo.Transactional(opts.transaction_log_topic, txn_id or "", eo.new_epoch(),
                                      streaming=True) if opts.exactly_once else None)
 
@@ -431,6 +455,10 @@ class RocketMQStreamWriter(DataSourceStreamArrowWriter):
         return f"{type(self).__name__}({self.opts!r})"
 
     def write(self, iterator: Iterator["pa.RecordBatch"]) -> WriterCommitMessage:
+        if not features.STREAM_ARROW_WRITER:
+            if self.schema is None:
+                raise SinkError("the stream writer got rows but knows no schema to make Arrow batches of")
+            iterator = rows_to_batches(iterator, self.schema)
         if self.txn is not None:
             return write_halves(self.opts, self.layout, iterator, self.txn)
         return write_batches(self.opts, self.layout, iterator, partition=_partition_id())

@@ -46,7 +46,11 @@ def check_key_order(got: list[Received]) -> None:
 @pytest.fixture(scope="module", params=["at-least-once", "exactly-once"])
 def written(request, spark, rocketmq) -> str:
     topic = rocketmq.create_topic("java_read", queues=2)
-    df = spark.createDataFrame(rows(), "body string, sharding_key string").coalesce(2)
+    # each key in one partition, in written order (order is kept per key within a
+    # partition: two tasks writing the same key run side by side)
+    df = (spark.createDataFrame([(b, k, seq) for seq, (b, k) in enumerate(rows())],
+                                "body string, sharding_key string, seq int")
+          .repartition(2, "sharding_key").sortWithinPartitions("seq").drop("seq"))
     write(df, rocketmq, topic=topic, deliveryGuarantee=request.param, batchSize=16)
     return topic
 

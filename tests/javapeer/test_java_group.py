@@ -98,6 +98,13 @@ def held(member: Any, topic: str) -> set[tuple[str, int]]:
     return {(q["broker"], q["queue_id"]) for q in reports[-1]["queues"] if q["topic"] == topic} if reports else set()
 
 
+def steady(member: Any, topic: str, size: int) -> bool:
+    """The member's last three reports name the same ``size`` queues of ``topic``."""
+    reports = [e for e in member.snapshot() if e["event"] == "held"][-3:]
+    sets = [{(q["broker"], q["queue_id"]) for q in r["queues"] if q["topic"] == topic} for r in reports]
+    return len(sets) == 3 and len(sets[0]) == size and sets[0] == sets[1] == sets[2]
+
+
 def test_a_java_orderly_consumer_and_our_orderly_query_never_share_a_queue(spark, rocketmq, java: JavaPeer,
                                                                            tmp_path) -> None:
     topic = rocketmq.create_topic("java_member", queues=2)
@@ -133,8 +140,8 @@ def test_a_java_orderly_consumer_and_our_orderly_query_never_share_a_queue(spark
         q2 = start_query(spark, rocketmq, topic, group, str(tmp_path / "ck2"), name2, startingOffsets="latest")
         try:
             wait_until(lambda: len(q2.recentProgress) >= 1, 60, "the second query's first batch")
-            member.wait_for(lambda es: 0 < len(held(member, topic)) < len(all_queues), 90,
-                            "the member down to its share of the queues")
+            share = len(all_queues) // 2       # AllocateMessageQueueAveragely over the two members
+            member.wait_for(lambda es: steady(member, topic, share), 90, "the member down to its share of the queues")
             java_side = held(member, topic)
             third = produce_each(rocketmq, topic, "third")
             mine = {third[q] for q in java_side}

@@ -12,7 +12,7 @@ import logging
 from dataclasses import dataclass, field
 
 import pytest
-from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
+from rocketmq_spark.spark.features import ReadAllAvailable, ReadMaxRows
 
 from rocketmq_spark.remoting.route import MessageQueue
 from rocketmq_spark.sidecar import DataLossError
@@ -490,3 +490,38 @@ def test_a_failed_registration_does_not_stop_reading_and_is_tried_again_later(ca
     assert len(b.registered) == 1
     r.stop()
     assert len(b.unregistered) == 1
+
+
+# ------------------------------------------------------------------ pyspark before 4.2 (no admission control)
+# Spark calls latestOffset() with no start and no limit; a restarted query first plans an
+# empty range at its checkpoint's latest offsets (setLatestSeenOffset -> partitions(o, o)).
+
+
+def test_without_admission_control_a_batch_starts_where_the_last_planned_ended():
+    b = Broker(maxs={q(0): 100, q(1): 300})
+    r = reader(b, startingOffsets="earliest", maxMessagesPerTrigger="40")
+    initial = r.initialOffset()
+    end1 = r.latestOffset()
+    assert end1 == js({q(0): 10, q(1): 30}) and r.latestOffset() == end1     # idle: the same end
+    r.partitions(initial, end1)
+    end2 = r.latestOffset()
+    assert end2 == js({q(0): 20, q(1): 60})
+    r.partitions(end1, end2)                       # batch 2 planned: batch 1 (ending at end1) is done
+    assert b.commits[-1] == {q(0): 10, q(1): 30}
+
+
+def test_a_restarted_query_goes_on_from_the_empty_range_spark_plans_first_and_commits_nothing_of_it():
+    b = Broker(maxs={q(0): 100, q(1): 300})
+    seen = js({q(0): 20, q(1): 60})                # the checkpoint's latest offsets (maybe not done)
+    r = reader(b, startingOffsets="earliest", maxMessagesPerTrigger="40")
+    assert r.partitions(seen, seen) == []
+    assert b.commits == []
+    assert r.latestOffset() == js({q(0): 30, q(1): 90})
+
+
+def test_a_start_never_told_reads_everything_available(caplog):
+    b = Broker(maxs={q(0): 100, q(1): 300})
+    r = reader(b, startingOffsets="earliest", maxMessagesPerTrigger="40")
+    with caplog.at_level(logging.WARNING):
+        assert r.latestOffset() == js({q(0): 100, q(1): 300})
+    assert "start is not known" in caplog.text

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 
 import pytest
-from pyspark.sql.streaming.datasource import ReadAllAvailable
+from rocketmq_spark.spark.features import ReadAllAvailable
 
 from rocketmq_spark.client import ClientConfig, MQClient
 from rocketmq_spark.embedded import EmbeddedCluster

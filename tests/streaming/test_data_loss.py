@@ -103,7 +103,7 @@ def test_fail_on_data_loss_false_skips_with_a_warning_and_continues(spark, reten
     opts = {"nameServer": r["cluster"].namesrv_addr, "topic": r["topic"],
             "messageModel": "broadcasting", "startingOffsets": "earliest"}
     start = {r["topic"]: {"broker-a": {"0": FIRST}}}
-    from pyspark.sql.streaming.datasource import ReadAllAvailable
+    from rocketmq_spark.spark.features import ReadAllAvailable
 
     reader = RocketMQStreamReader(source_options.parse({**opts, "failOnDataLoss": "false"}))
     with caplog.at_level(logging.WARNING, logger="rocketmq_spark.spark.stream_reader"):
