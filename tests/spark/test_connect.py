@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import pytest
 
+from rocketmq_spark.spark import features
 from rocketmq_spark.sharding import select_queue
 from tests.sink.readback import ours_read
 from tests.waiting import await_finished
@@ -50,8 +51,14 @@ def test_batch_read_and_stream_into_parquet(spark_connect, cluster, mq, names, t
     got = spark_connect.read.parquet(out).collect()
     assert sorted((r.queue_id, r.queue_offset, bytes(r.body)) for r in got) == \
         sorted((s.queue.queue_id, s.offset, s.body) for s in sent)
-    # the commit hook ran on the server: the group's offsets are at the end of each queue
-    assert {q: mq.query_consumer_offset(group, q) for q in queues} == {q: 12 for q in queues}
+    # the commit hook ran on the server: the group's offsets are at the end of each queue.
+    # Before pyspark 4.2 the run's one batch is its last, which Spark never commits: the
+    # group's offsets stay where the batch began (docs/user-guide.md, Spark releases)
+    committed = {q: mq.query_consumer_offset(group, q) for q in queues}
+    if features.ADMISSION_CONTROL:
+        assert committed == {q: 12 for q in queues}
+    else:
+        assert set(committed.values()) <= {None, 0}, committed
 
 
 def test_batch_write_with_sharding_keys(spark_connect, cluster, mq, names):

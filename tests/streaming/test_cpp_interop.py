@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
+from rocketmq_spark.spark import features
 from rocketmq_spark.sidecar import Cluster, connect
 from rocketmq_spark.structs import Message
 
@@ -59,6 +60,7 @@ def test_cpp_orderly_producer_read_exactly_once_byte_for_byte_in_queue_order(
         run_available_now(df, checkpoint=str(ck), path=str(out))
         first = spark.read.parquet(str(out)).collect()
         assert len(first) == len(sent) == 20 * KEYS
+        first_end = {q: rocketmq.admin.max_offset(q) for q in queues}
 
         # the same checkpoint again: only what the C++ client sent since
         produce(producer, range(20, 25))
@@ -97,8 +99,11 @@ def test_cpp_orderly_producer_read_exactly_once_byte_for_byte_in_queue_order(
         t = pq.read_table(f).to_pydict()
         assert len({(b, i) for b, i in zip(t["broker"], t["queue_id"])}) == 1, f.name
         assert t["queue_offset"] == sorted(t["queue_offset"]) and len(set(t["queue_offset"])) == len(t["queue_offset"])
-    assert group_offsets(rocketmq.admin, group, queues) == {
-        q: rocketmq.admin.max_offset(q) for q in queues}
+    # the group's offsets on the broker: where the last run ended. Spark never commits the
+    # last batch of a Trigger.AvailableNow run; from pyspark 4.2 its end comes back as the
+    # next latestOffset's start, before that only as the start the next run plans
+    ended = {q: rocketmq.admin.max_offset(q) for q in queues} if features.ADMISSION_CONTROL else first_end
+    assert group_offsets(rocketmq.admin, group, queues) == ended
 
 
 def lock_holders(rocketmq, group: str, queues) -> dict | str:  # type: ignore[no-untyped-def]

@@ -7,7 +7,8 @@ is then restarted on the same checkpoint (Trigger.AvailableNow, in this process)
 finish. Then the same again: kill, restart.
 
 Proved after each restart: no row lost, none duplicated (key: queue + offset), bodies
-byte for byte; the group's broker offsets equal the end of the last committed batch; and
+byte for byte; the group's broker offsets equal the end of the last committed batch (of
+the one before it before pyspark 4.2: see the test); and
 the restart took its queue locks back at once (same derived lock owner). Another owner
 asking right after the kill is refused while the dead driver's locks are held, or gets all
 of them once the sidecar saw the driver's process gone (it then lets go again).
@@ -20,7 +21,9 @@ import pytest
 
 from rocketmq_spark.sidecar import Cluster, connect
 
-from .streams import (DriverProcess, PacedProducer, committed_batches, group_offsets,
+from rocketmq_spark.spark import features
+
+from .streams import (DriverProcess, PacedProducer, batch_end, committed_batches, group_offsets,
                       last_committed_end, run_available_now, source, wait_until)
 
 ROUNDS = 2
@@ -66,7 +69,8 @@ def killed_and_restarted(spark, rocketmq, tmp_path_factory):  # type: ignore[no-
         rounds.append({
             "sent": list(sent), "rows": rows, "other_owner_got": other,
             "at_kill": (at_kill_batch, at_kill_end, at_kill_broker),
-            "last": (last, end), "broker": group_offsets(rocketmq.admin, group, queues),
+            "last": (last, end), "before_last": batch_end(ck, last - 1),
+            "broker": group_offsets(rocketmq.admin, group, queues),
             "max": {q_: rocketmq.admin.max_offset(q_) for q_ in queues},
             "restart_rows": sum(p["numInputRows"] for p in q.recentProgress),
         })
@@ -94,7 +98,11 @@ def test_broker_offsets_equal_the_last_committed_batch_end(killed_and_restarted,
     queues = killed_and_restarted["queues"]
     last, end = r["last"]
     assert end == r["max"]                       # the restart finished everything sent
-    assert r["broker"] == {q: end[q] for q in queues}
+    # the end of the restart's last batch: Spark never commits the last batch of a
+    # Trigger.AvailableNow run; pyspark 4.2+ asks for the next end with it as the start,
+    # before 4.2 only the start of that batch is known to be done (docs/user-guide.md)
+    done = end if features.ADMISSION_CONTROL else r["before_last"]
+    assert r["broker"] == {q: done[q] for q in queues}
     # at the kill, the broker was never ahead of what the checkpoint had committed
     _, killed_end, killed_broker = r["at_kill"]
     for q in queues:
