@@ -23,15 +23,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Against an external cluster ($ROCKETMQ_NAMESRV), a test that needs an embedded cluster
-    of its own is skipped with its marker's reason; with --cluster-tests-only, the tests
+    """Against an external cluster ($ROCKETMQ_NAMESRV), a test marked ``embedded_only`` is
+    skipped with its marker's reason; with --cluster-tests-only, the tests
     that never touch the session's cluster are deselected (they prove nothing new there)."""
     external = bool(os.environ.get("ROCKETMQ_NAMESRV"))
     keep, drop = [], []
     for item in items:
-        marker = item.get_closest_marker("embedded_cluster")
+        marker = item.get_closest_marker("embedded_only")
         if external and marker is not None:
-            item.add_marker(pytest.mark.skip(reason=f"needs an embedded cluster of its own: {marker.args[0]}"))
+            item.add_marker(pytest.mark.skip(reason=f"embedded cluster only: {marker.args[0]}"))
         if config.getoption("--cluster-tests-only") and (
                 marker is not None or "rocketmq" not in getattr(item, "fixturenames", ())):
             drop.append(item)

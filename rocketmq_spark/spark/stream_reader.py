@@ -88,6 +88,7 @@ class RocketMQStreamReader(DataSourceStreamReader, features.TriggerAvailableNowB
         self._target: QueueOffsetMap | None = None      # Trigger.AvailableNow
         self._latest: QueueOffsetMap | None = None
         self._next_start: QueueOffsetMap | None = None  # where the next batch starts (pyspark < 4.2)
+        self._initial: QueueOffsetMap | None = None     # startingOffsets, resolved once
         self._committed: QueueOffsetMap = {}
         self._commit_retry_at = 0.0
         self._sigterm_hooked = False
@@ -116,9 +117,10 @@ class RocketMQStreamReader(DataSourceStreamReader, features.TriggerAvailableNowB
     # ------------------------------------------------------------ offsets
 
     def initialOffset(self) -> dict:
-        start = self.offset_reader.resolve_start(self.opts.starting)
-        self._next_start = dict(start)
-        return to_json(start)
+        if self._initial is None:
+            self._initial = self.offset_reader.resolve_start(self.opts.starting)
+            self._next_start = dict(self._initial)
+        return to_json(self._initial)
 
     def getDefaultReadLimit(self) -> ReadLimit:
         n = self.opts.max_messages_per_trigger
@@ -133,13 +135,19 @@ class RocketMQStreamReader(DataSourceStreamReader, features.TriggerAvailableNowB
         read limit (admission control); earlier releases pass neither, and the start is
         where the last batch planned ended (``partitions``: Spark plans an empty range at
         the latest offsets of the checkpoint when a query restarts, so it is known then
-        too), the limit ``maxMessagesPerTrigger``."""
+        too), the limit ``maxMessagesPerTrigger``. Only a new query's first call comes
+        before any start: the start is ``startingOffsets`` then (``initialOffset``, which
+        Spark asks next, gives the same), and the batch is not bounded, since that call
+        is also how Spark's fallback for Trigger.AvailableNow sets the run's one batch,
+        which must reach the offsets of the moment it started."""
         if start is None:
-            if self._next_start is None:     # never told: nothing below the true start is safe
-                log.warning("consumer group %s: the batch's start is not known; this batch reads "
-                            "everything available, without maxMessagesPerTrigger", self.opts.consumer_group)
-                return self._unbounded()
-            start, limit = to_json(self._next_start), self.getDefaultReadLimit()
+            if self._next_start is None:
+                start, limit = self.initialOffset(), ReadAllAvailable()
+                log.info("consumer group %s: a new query's first batch on pyspark %s reads what is "
+                         "available, without maxMessagesPerTrigger", self.opts.consumer_group,
+                         features.PYSPARK_VERSION)
+            else:
+                start, limit = to_json(self._next_start), self.getDefaultReadLimit()
         r = self.offset_reader
         begun = from_json(start)
         self._register()
@@ -169,12 +177,6 @@ class RocketMQStreamReader(DataSourceStreamReader, features.TriggerAvailableNowB
         for q, off in begun.items():              # vanished from the route: keep its offset
             end.setdefault(q, off)
         return to_json(end)
-
-    def _unbounded(self) -> dict:
-        """Every queue at its latest offset (the end no true start can be above)."""
-        r = self.offset_reader
-        self._latest = r.latest(r.queues())
-        return to_json(self._latest)
 
     def _reachable_offsets(self, queues: Sequence[MessageQueue], begun: QueueOffsetMap) -> dict:
         """The offsets of the queues whose brokers answer. A broker that does not (restarting,
@@ -315,10 +317,10 @@ class RocketMQStreamReader(DataSourceStreamReader, features.TriggerAvailableNowB
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         begun, ended = from_json(start), from_json(end)
         self._next_start = dict(ended)
-        if begun != ended:
-            # Spark plans a batch once the one before is recorded: ``start`` is processed.
-            # (An empty range is how pyspark < 4.2 says where a restarted query stands, not
-            # yet recorded as done: it is not committed.)
+        if begun != ended or begun == self._initial:
+            # Spark plans a batch once the one before is recorded: ``start`` is processed,
+            # or it is where a new query starts. (Any other empty range is how pyspark < 4.2
+            # says where a restarted query stands, not yet recorded as done: not committed.)
             self._commit(begun)
         new = [q for q in ended if q not in begun]
         if new:  # queues that appeared in this batch start at their earliest offset

@@ -15,6 +15,8 @@ from collections import defaultdict
 from contextlib import contextmanager
 from typing import Callable, Iterator
 
+import pytest
+
 from rocketmq_spark.remoting.codes import retry_topic
 from rocketmq_spark.structs import Message
 from tests.cluster import ClusterHandle
@@ -143,6 +145,14 @@ def test_concurrent_consumer_receives_everything_from_both_clients(
     assert is_compressed(single(stored, big("after-cpp-big")))
 
 
+# Against Apache 4.9.7 and 5.5.0 brokers (with a slave), the first consumer's shutdown
+# waited for ever in ShutdownPushConsumer (the C++ client's rebalance, group_of_two), and with
+# it the whole test session: these run against the embedded cluster only.
+GROUP_OF_TWO_HANGS = pytest.mark.embedded_only(
+    "two C++ push consumers of one group: against a real broker ShutdownPushConsumer waited for ever")
+
+
+@GROUP_OF_TWO_HANGS
 def test_one_group_shares_the_queues_and_resumes_from_committed_offsets(
         rocketmq: ClusterHandle, cpp_producer: CppProducer) -> None:
     topic = rocketmq.create_topic("cpp_share", queues=4)

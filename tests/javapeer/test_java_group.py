@@ -13,8 +13,10 @@ import base64
 import time
 from typing import Any
 
+import pytest
+
 from rocketmq_spark.structs import Message
-from tests.java.peer import JavaPeer
+from tests.java.peer import JavaPeer, JavaPeerError
 from tests.streaming.streams import source
 from tests.waiting import wait_until
 
@@ -65,7 +67,13 @@ def test_java_admin_sees_the_query_s_offsets_connection_and_subscriptions(spark,
         maxs = {(m.broker_name, m.queue_id): rocketmq.admin.max_offset(m) for m in queues}
 
         def committed() -> dict:
-            stats = java.admin(rocketmq.namesrv_addr, "stats", group)["offsets"]
+            try:
+                stats = java.admin(rocketmq.namesrv_addr, "stats", group)["offsets"]
+            except JavaPeerError as exc:
+                if "request type 351 not supported" in str(exc):   # Apache's 5.x tools against a 4.x broker
+                    pytest.skip("Apache's 5.x admin asks for GET_TOPIC_CONFIG (351), which 4.x brokers do not "
+                                "serve; the 4.x client's admin runs against this cluster")
+                raise
             return {(s["queue"]["broker"], s["queue"]["queue_id"]): s["consumer_offset"]
                     for s in stats if s["queue"]["topic"] == topic}
         wait_until(lambda: committed() == maxs, 60, "Java's consume stats show the query's committed offsets")

@@ -19,7 +19,7 @@ from rocketmq_spark.sidecar.transactions import Transactions
 from rocketmq_spark.sidecar.txnlog import TxnLog
 from rocketmq_spark.structs import HalfMessage, Message
 
-pytestmark = pytest.mark.embedded_cluster("a broker whose pulls lag its sends by a set time (dispatch_lag_ms)")
+pytestmark = pytest.mark.embedded_only("a broker whose pulls lag its sends by a set time (dispatch_lag_ms)")
 
 LAG_MS = 400
 LOG = "txn_log_lagging"

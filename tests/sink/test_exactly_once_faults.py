@@ -32,7 +32,7 @@ from tests.streaming.streams import DriverProcess
 from tests.processes import kill_all, pids_in
 from tests.waiting import wait_until
 
-pytestmark = pytest.mark.embedded_cluster("it kills and restarts brokers, with short transaction check-back settings")
+pytestmark = pytest.mark.embedded_only("it kills and restarts brokers, with short transaction check-back settings")
 
 DRIVER = Path(__file__).with_name("eo_driver.py")
 KEYS = [f"key{k}" for k in range(5)]

@@ -519,9 +519,15 @@ def test_a_restarted_query_goes_on_from_the_empty_range_spark_plans_first_and_co
     assert r.latestOffset() == js({q(0): 30, q(1): 90})
 
 
-def test_a_start_never_told_reads_everything_available(caplog):
-    b = Broker(maxs={q(0): 100, q(1): 300})
-    r = reader(b, startingOffsets="earliest", maxMessagesPerTrigger="40")
-    with caplog.at_level(logging.WARNING):
-        assert r.latestOffset() == js({q(0): 100, q(1): 300})
-    assert "start is not known" in caplog.text
+def test_a_new_query_s_first_call_starts_at_starting_offsets_unbounded_and_keeps_the_locks():
+    """No start before the first call of a new query: the start is startingOffsets (the
+    same initialOffset gives next), the batch not bounded (Spark's AvailableNow fallback
+    makes it the run's one batch), a queue another client holds stays where it starts."""
+    b = Broker(maxs={q(0): 100, q(1): 300}, committed={q(0): 40}, held_by_other={q(1)})
+    r = reader(b, maxMessagesPerTrigger="40")                  # startingOffsets=group
+    assert r.latestOffset() == js({q(0): 100, q(1): 300})     # q1 never committed: latest
+    assert r.initialOffset() == js({q(0): 40, q(1): 300})
+    r2 = reader(Broker(maxs={q(0): 100, q(1): 300}, held_by_other={q(1)}), startingOffsets="earliest",
+                maxMessagesPerTrigger="40")
+    assert r2.latestOffset() == js({q(0): 100, q(1): 0})      # the held queue does not move
+    assert r2.initialOffset() == js({q(0): 0, q(1): 0})

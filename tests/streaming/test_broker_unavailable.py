@@ -22,7 +22,7 @@ from rocketmq_spark.structs import Message
 
 from .streams import source, wait_until
 
-pytestmark = pytest.mark.embedded_cluster("a broker of its own stops answering while the NameServer still routes it")
+pytestmark = pytest.mark.embedded_only("a broker of its own stops answering while the NameServer still routes it")
 
 TOPIC = "unavailable_topic"
 

@@ -24,7 +24,7 @@ from rocketmq_spark.structs import Message
 
 from .streams import run_available_now, source, wait_until
 
-pytestmark = pytest.mark.embedded_cluster("small commit-log segments whose deletion it forces")
+pytestmark = pytest.mark.embedded_only("small commit-log segments whose deletion it forces")
 
 SEGMENT = 4096
 FIRST, MORE = 30, 60

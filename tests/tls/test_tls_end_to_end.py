@@ -22,7 +22,7 @@ from rocketmq_spark.structs import Message
 from rocketmq_spark.tls import ClientAuth, ServerTls, TlsSettings
 from tests.tls_certs import Certs, make_certs
 
-pytestmark = pytest.mark.embedded_cluster("brokers serving TLS with the test's own certificates")
+pytestmark = pytest.mark.embedded_only("brokers serving TLS with the test's own certificates")
 
 TOPIC = "tls_orders"
 KEY_PASSWORD = "tls-key-pass-9911-do-not-leak"
