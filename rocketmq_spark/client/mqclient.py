@@ -22,7 +22,7 @@ from collections import defaultdict
 from typing import Callable, Iterable, Sequence
 
 from rocketmq_spark.client import admin, producer
-from rocketmq_spark.client.busy import while_busy
+from rocketmq_spark.client.busy import BUSY_TIMEOUT, while_busy
 from rocketmq_spark.client import pull as pull_codec
 from rocketmq_spark.client.acl import Signer
 from rocketmq_spark.client.calls import check, request
@@ -58,7 +58,7 @@ _SEND_FAILOVER = (BrokerError, TransportError)
 class MQClient:
     def __init__(self, config: ClientConfig, *, clock: Callable[[], float] = time.monotonic,
                  compress_threshold: int = producer.COMPRESS_THRESHOLD, send_retries: int = 2,
-                 transport: Transport | None = None) -> None:
+                 busy_timeout: float = BUSY_TIMEOUT, transport: Transport | None = None) -> None:
         self.config = config
         if bool(config.access_key) != bool(config.secret_key):
             missing = "secret_key" if config.access_key else "access_key"
@@ -69,6 +69,7 @@ class MQClient:
             raise ConfigError(f"request_timeout must be positive, got {config.request_timeout}")
         self.compress_threshold = compress_threshold
         self.send_retries = send_retries
+        self.busy_timeout = busy_timeout
         self._transport = transport or Transport(
             connect_timeout=config.request_timeout,
             tls=config.tls.context() if config.tls is not None else None)
@@ -207,20 +208,23 @@ class MQClient:
 
     def _with_failover(self, topic: str, queue: MessageQueue | None,
                        attempt: Callable[[MessageQueue], SendResult]) -> SendResult:
-        """``queue``, again while its broker answers busy (``busy``: nothing stored);
-        without a queue, round robin with up to ``send_retries`` more attempts on another
-        broker after another retriable failure (not after a timeout: the message may be
-        stored)."""
+        """``queue``, again while its broker answers busy (nothing stored), for at most
+        ``busy_timeout`` seconds; without a queue, round robin with up to ``send_retries``
+        more attempts on another broker after a retriable failure, busy included, as Java's
+        producer does (not after a timeout: the message may be stored), and the last
+        attempt again while its broker answers busy."""
         if queue is not None:
             if queue.topic != topic:
                 raise ValueError(f"queue {queue} is not a queue of topic {topic!r}")
-            return while_busy(lambda: attempt(queue))
+            return while_busy(lambda: attempt(queue), timeout=self.busy_timeout)
         candidates = self.send_queues(topic)
         avoid: str | None = None
         for n in range(self.send_retries + 1):
             mq = self._select_queue(topic, candidates, avoid)
             try:
-                return while_busy(lambda: attempt(mq))
+                if n == self.send_retries:
+                    return while_busy(lambda: attempt(mq), timeout=self.busy_timeout)
+                return attempt(mq)
             except _SEND_FAILOVER as exc:
                 if not exc.retriable or isinstance(exc, RequestTimeout) or n == self.send_retries:
                     raise

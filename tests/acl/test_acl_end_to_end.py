@@ -46,7 +46,8 @@ WRONG_SECRET = ((1, "Check signature failed"), (16, "check signature failed"))
 
 
 def refused(text: str, dialects: tuple[tuple[int, str], ...]) -> bool:
-    return any(f"({code})" in text and remark in text for code, remark in dialects)
+    """``text`` names one dialect's code ("SYSTEM_ERROR (1)", or the sink's "(code 1)") and remark."""
+    return any((f"({code})" in text or f"(code {code})" in text) and remark in text for code, remark in dialects)
 
 
 @dataclass(frozen=True)

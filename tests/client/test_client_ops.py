@@ -127,12 +127,39 @@ def test_non_retriable_error_and_timeouts_are_not_retried(two: World) -> None:
 
 
 def test_retries_give_up_with_the_last_error(two: World) -> None:
-    two.handlers[RequestCode.SEND_MESSAGE_V2] = lambda name, conn, cmd: answer(cmd, 2, remark="busy")
+    two.handlers[RequestCode.SEND_MESSAGE_V2] = lambda name, conn, cmd: answer(cmd, 1, remark="store error")
     c = two.client(send_retries=2)
     with pytest.raises(BrokerError) as info:
         c.send(Message("T", b"m"))
-    assert info.value.code == 2
+    assert info.value.code == 1 and "store error" in str(info.value)
     assert len(sends(two, "broker-a")) + len(sends(two, "broker-b")) == 3
+
+
+def test_busy_everywhere_moves_on_then_waits_on_the_last_broker(two: World) -> None:
+    """Busy is retriable as Java's producer has it: the next attempt goes to another broker;
+    the last attempt is sent again while busy, up to the busy timeout, then the busy answer
+    is raised."""
+    two.handlers[RequestCode.SEND_MESSAGE_V2] = lambda name, conn, cmd: answer(cmd, 2, remark="busy")
+    c = two.client(send_retries=1, busy_timeout=0.3)
+    with pytest.raises(BrokerError) as info:
+        c.send(Message("T", b"m"))
+    assert info.value.code == 2
+    a, b = len(sends(two, "broker-a")), len(sends(two, "broker-b"))
+    assert min(a, b) == 1 and max(a, b) >= 3       # one each, then the last broker again
+
+
+def test_busy_last_broker_that_frees_up_takes_the_message(two: World) -> None:
+    answers = {"n": 0}
+
+    def busy_thrice(name: str, conn: object, cmd: RemotingCommand) -> RemotingCommand:
+        answers["n"] += 1
+        if answers["n"] <= 3:
+            return answer(cmd, 2, remark="[TIMEOUT_CLEAN_QUEUE]broker busy")
+        return two.send_ok(name, cmd)
+    two.handlers[RequestCode.SEND_MESSAGE_V2] = busy_thrice
+    c = two.client(send_retries=1)
+    assert c.send(Message("T", b"m")).queue.topic == "T"
+    assert len(sends(two, "broker-a")) + len(sends(two, "broker-b")) == 4
 
 
 def test_topic_without_route_is_sent_through_tbw102(world: World) -> None:
