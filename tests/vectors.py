@@ -10,6 +10,7 @@ DATA = Path(__file__).resolve().parent / "data" / "vectors"
 CPP_DIR = DATA / "cpp-client"
 APACHE_DIR = DATA / "apache-broker"
 APACHE5_DIR = DATA / "apache-broker-5"
+APACHE55_DIR = DATA / "apache-broker-5.5"
 TXN_DIR = DATA / "apache-broker-txn"
 README = DATA / "README.md"
 
@@ -33,15 +34,20 @@ def apache5_vectors() -> dict[str, dict]:
     return _load(APACHE5_DIR)
 
 
+def apache55_vectors() -> dict[str, dict]:
+    return _load(APACHE55_DIR)
+
+
 def txn_vectors() -> dict[str, dict]:
     return _load(TXN_DIR)
 
 
 def broker_vectors() -> dict[str, dict]:
-    """The 4.9.8 and the 5.1.3 recordings, keyed ``4.9.8/<name>`` and ``5.1.3/<name>``: what
-    a client must read whichever of the two a cluster runs."""
+    """The 4.9.8, 5.1.3 and 5.5.0 recordings, keyed ``<release>/<name>``: what a client must
+    read whichever of them a cluster runs."""
     return {**{f"4.9.8/{k}": v for k, v in apache_vectors().items()},
-            **{f"5.1.3/{k}": v for k, v in apache5_vectors().items()}}
+            **{f"5.1.3/{k}": v for k, v in apache5_vectors().items()},
+            **{f"5.5.0/{k}": v for k, v in apache55_vectors().items()}}
 
 
 def map_commit_log_offset(known: Mapping[int, int], recorded: int) -> int:

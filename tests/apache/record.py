@@ -39,6 +39,8 @@ WAKE_AFTER = 1.5                     # seconds: when the held pull is woken (as 
 SEARCHES = {"search_offset_by_timestamp_before_first", "search_offset_by_timestamp_between",
             "search_offset_by_timestamp_between_nearer_later", "search_offset_by_timestamp_exact",
             "search_offset_by_timestamp_after_last"}
+FASTJSON_NOTE = ("not strict JSON (fastjson writes non-string map keys bare); such keys appear in "
+                 "'body' as their source text")
 BIG = 256 * 1024                     # bodies and frames over this are kept as prefix + hash
 
 
@@ -87,8 +89,9 @@ class LiveReplay(Replay):
 
     def _moved_timestamp(self, name: str, frame: bytes) -> bytes:
         """The search's timestamp, as far from this run's store times as it was recorded."""
-        ctx = self.v[name]["context"]
-        recorded_times = ctx["store_timestamps_by_offset"]
+        # the store times are in every search's context but the first one's
+        recorded_times = next(self.v[n]["context"]["store_timestamps_by_offset"] for n in sorted(SEARCHES)
+                              if "context" in self.v.get(n, {}))
         live_times = self.store_times(self.name("main"), len(recorded_times))
         ts = int(self.v[name]["request"]["header"]["extFields"]["timestamp"])
         nearest = min(range(len(recorded_times)), key=lambda i: abs(recorded_times[i] - ts))
@@ -184,8 +187,31 @@ def response_record(frame: bytes | None, request_code: int) -> dict[str, Any] | 
         tree["header_text"] = frame[8:8 + (word & 0xFFFFFF)].decode()
     else:
         tree["header_hex"] = frame[8:8 + (word & 0xFFFFFF)].hex()
+    if "messages" in tree:
+        _note_inflated(tree["messages"], frame[8 + (word & 0xFFFFFF):])
+    if tree.pop("body_syntax", None) == "fastjson":
+        tree["body_text"] = frame[8 + (word & 0xFFFFFF):].decode()
+        tree["body_note"] = FASTJSON_NOTE
     tree["frame_hex"] = frame.hex()
+    tree.setdefault("body", None)
     return tree
+
+
+def _note_inflated(trees: list[dict[str, Any]], body: bytes) -> None:
+    """Each record's body as text where it is, a compressed record's inflated length and
+    hash, as the recordings keep them."""
+    import hashlib
+    from rocketmq_spark.remoting.message import decode_messages
+
+    for tree, m in zip(trees, decode_messages(body)):
+        try:
+            tree.setdefault("body_text", m.body.decode())
+        except UnicodeDecodeError:
+            pass
+        if tree["sysFlag"] & 1:
+            payload = m.payload()
+            tree["body_inflated_len"] = len(payload)
+            tree["body_inflated_sha256"] = hashlib.sha256(payload).hexdigest()
 
 
 def record_run(namesrv: str, broker: str, vectors: dict[str, dict]) -> LiveReplay:
