@@ -158,8 +158,10 @@ class DirectPuller:
 
     def __init__(self, conn: DirectConnection, *, request_timeout: float,
                  sign: Callable[[RemotingCommand], RemotingCommand] | None,
-                 give_back: Callable[[DirectConnection], None]) -> None:
+                 give_back: Callable[[DirectConnection], None], replica: bool = False) -> None:
         self.conn = conn
+        self.address = conn.address
+        self.replica = replica            # reading from a slave (the master is away)
         self.request_timeout = request_timeout
         self._sign = sign
         self._give_back = give_back

@@ -19,11 +19,12 @@ import logging
 import threading
 import time
 from collections import defaultdict
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Iterable, Mapping, Sequence
 
 from rocketmq_spark.client import admin, producer
 from rocketmq_spark.client.busy import BUSY_TIMEOUT, while_busy
 from rocketmq_spark.client import pull as pull_codec
+from rocketmq_spark.client import readable
 from rocketmq_spark.client.acl import Signer
 from rocketmq_spark.client.calls import check, request
 from rocketmq_spark.client.config import ClientConfig
@@ -82,6 +83,8 @@ class MQClient:
         self._lock = threading.Lock()
         self._round_robin: dict[str, itertools.count[int]] = {}
         self._pull_broker_id: dict[MessageQueue, int] = {}
+        self._unreachable = readable.Unreachable(clock)
+        self._read_addrs: dict[str, Mapping[int, str]] = {}   # broker name -> last addresses read from
         self._direct_idle: dict[str, list[DirectConnection]] = {}
         self._closed = False
 
@@ -337,10 +340,11 @@ class MQClient:
         return PendingPull(self, queue, self._transport.submit(addr, cmd, timeout), expression, addr, decode)
 
     def direct_puller(self, queue: MessageQueue, *, fresh: bool = False) -> "DirectPuller":
-        """Pulls of ``queue``'s broker (its master) over a connection of their own, answered
-        in the calling thread (``client/direct.py``): for one thread reading a range.
-        ``fresh``: a new connection, not one from the pool."""
-        addr = self.master_addr(queue.topic, queue.broker_name)
+        """Pulls of ``queue``'s broker over a connection of their own, answered in the
+        calling thread (``client/direct.py``): for one thread reading a range. The address
+        is ``_pull_address``'s (the master, or a slave while the master is away: the
+        puller's ``replica``). ``fresh``: a new connection, not one from the pool."""
+        broker_id, addr = self._pull_address(queue)
         conn: DirectConnection | None = None
         while not fresh:
             with self._lock:
@@ -350,9 +354,14 @@ class MQClient:
                 break
             conn.close()
         if conn is None:
-            conn = DirectConnection(addr, timeout=self.config.request_timeout, tls=self._transport.tls)
+            try:
+                conn = DirectConnection(addr, timeout=self.config.request_timeout, tls=self._transport.tls)
+            except TransportError:
+                self.read_failed(queue, addr)
+                raise
         return DirectPuller(conn, request_timeout=self.config.request_timeout,
-                            sign=self._transport.rpc_hook, give_back=self._give_back)
+                            sign=self._transport.rpc_hook, give_back=self._give_back,
+                            replica=broker_id != MASTER_ID)
 
     def _give_back(self, conn: DirectConnection) -> None:
         with self._lock:
@@ -363,15 +372,44 @@ class MQClient:
         conn.close()
 
     def _pull_address(self, queue: MessageQueue) -> tuple[int, str]:
-        """The broker the last answer suggested for this queue if the route knows it,
-        else the master."""
+        """(broker id, address) a pull of ``queue`` goes to (``readable.choose``): the broker
+        the last answer suggested, else the master, else a slave, passing over addresses
+        that failed a read lately (``read_failed``); the master of ``master_addr`` when the
+        cached routes know no address of the broker name."""
         with self._lock:
             suggested = self._pull_broker_id.get(queue, MASTER_ID)
-        if suggested != MASTER_ID:
-            addr = self._routes.broker_addrs(queue.broker_name).get(suggested)
-            if addr:
-                return suggested, addr
-        return MASTER_ID, self.master_addr(queue.topic, queue.broker_name)
+        addrs = self._routes.broker_addrs(queue.broker_name)
+        if not addrs:
+            try:
+                self.route(queue.topic)
+            except BrokerError:
+                # no route now (the NameServer dropped the topic's only broker): the
+                # addresses read from last, as the Java client keeps its last route
+                with self._lock:
+                    addrs = self._read_addrs.get(queue.broker_name, {})
+                if not addrs:
+                    raise
+            else:
+                addrs = self._routes.broker_addrs(queue.broker_name)
+        got = readable.choose(addrs, suggested, self._unreachable.down)
+        if got is None:
+            return MASTER_ID, self.master_addr(queue.topic, queue.broker_name)
+        with self._lock:
+            self._read_addrs[queue.broker_name] = addrs
+        return got
+
+    def read_failed(self, queue: MessageQueue, address: str) -> None:
+        """``address`` refused or dropped a read of ``queue``: pass it over for a while and
+        ask the NameServer for the topic's route again (which drops a master whose
+        connection closed); the next ``_pull_address`` takes another address of the name if
+        there is one."""
+        self._unreachable.mark(address)
+        with self._lock:
+            self._pull_broker_id.pop(queue, None)
+        try:
+            self.route(queue.topic, refresh=True)
+        except (BrokerError, TransportError) as exc:
+            log.info("route of %s after a failed read from %s: %s", queue.topic, address, exc)
 
     # ------------------------------------------------------------ offsets
 
@@ -412,15 +450,30 @@ class MQClient:
         self._call(address, request(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, None,
                                     subscription_group_body(group)))
 
-    def _offset(self, code: int, queue: MessageQueue) -> int:
+    def _offset(self, code: int, queue: MessageQueue, replica: bool = False) -> int:
+        """GET_MIN/MAX_OFFSET of the master; with ``replica``, of the address a read would go
+        to (``_pull_address``: a slave while the master is away, so never beyond what the
+        reads can get), the master first."""
         cmd = request(code, QueueRequestHeader(queue.topic, queue.queue_id))
-        return OffsetResponseHeader.from_ext(self._queue_call(queue, cmd).ext).offset
+        if not replica:
+            return OffsetResponseHeader.from_ext(self._queue_call(queue, cmd).ext).offset
+        broker_id, addr = self._pull_address(queue)
+        try:
+            return OffsetResponseHeader.from_ext(self._call(addr, cmd).ext).offset
+        except TransportError:
+            self.read_failed(queue, addr)
+            again_id, again = self._pull_address(queue)
+            if again == addr:
+                raise
+            log.info("%s: offsets of %s from %s (broker id %d): %s does not answer",
+                     queue.topic, queue.broker_name, again, again_id, addr)
+            return OffsetResponseHeader.from_ext(self._call(again, cmd).ext).offset
 
-    def max_offset(self, queue: MessageQueue) -> int:
-        return self._offset(RequestCode.GET_MAX_OFFSET, queue)
+    def max_offset(self, queue: MessageQueue, *, replica: bool = False) -> int:
+        return self._offset(RequestCode.GET_MAX_OFFSET, queue, replica)
 
-    def min_offset(self, queue: MessageQueue) -> int:
-        return self._offset(RequestCode.GET_MIN_OFFSET, queue)
+    def min_offset(self, queue: MessageQueue, *, replica: bool = False) -> int:
+        return self._offset(RequestCode.GET_MIN_OFFSET, queue, replica)
 
     def search_offset(self, queue: MessageQueue, timestamp_ms: int) -> int:
         """The offset whose store time is nearest ``timestamp_ms`` (as the broker defines it)."""
@@ -667,7 +720,11 @@ class PendingPull:
         self._expression, self._address, self._decode = expression, address, decode
 
     def result(self) -> PullResult:
-        response = self._call.result()
+        try:
+            response = self._call.result()
+        except TransportError:
+            self._client.read_failed(self._queue, self._address)
+            raise
         result = pull_codec.pull_result(response, expression=self._expression, address=self._address,
                                         decode=self._decode)
         with self._client._lock:

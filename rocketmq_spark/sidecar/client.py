@@ -110,10 +110,12 @@ class SidecarClient:
         return [cv.queue_from_pb(q) for q in r.queues]
 
     def get_offsets(self, cluster: Cluster | str, queues: Sequence[MessageQueue],
-                    consumer_group: str | None = None) -> list[QueueOffsets]:
+                    consumer_group: str | None = None, *, replica_reads: bool = False) -> list[QueueOffsets]:
+        """Min, max (and with ``consumer_group`` committed) offsets; ``replica_reads``: the
+        min and max from a slave of a broker whose master does not answer."""
         r = self._call(self._stub.GetOffsets, pb.GetOffsetsRequest(
             cluster=cv.cluster_to_pb(Cluster.of(cluster)), queues=_queues(queues),
-            consumer_group=consumer_group or ""))
+            consumer_group=consumer_group or "", replica_reads=replica_reads))
         return [cv.queue_offsets_from_pb(o) for o in r.offsets]
 
     def search_offsets(self, cluster: Cluster | str, queues: Sequence[MessageQueue],
@@ -168,15 +170,20 @@ class SidecarClient:
                      max_rows_per_batch: int = DEFAULT_MAX_ROWS_PER_BATCH,
                      fail_on_data_loss: bool = True,
                      restore_retry_topic_of: str | None = None,
-                     shared_memory: bool | None = None) -> Iterator[pa.RecordBatch]:
+                     shared_memory: bool | None = None,
+                     broker_unavailable_timeout_ms: int = 0) -> Iterator[pa.RecordBatch]:
         """Rows of ``[start, end)`` of ``queue`` (``arrow.SOURCE_SCHEMA``), decoded batch by
         batch as the stream arrives; an empty range yields nothing. ``shared_memory``
         (default: when the sidecar listens on a Unix socket, so shares this host) has the
-        batches handed over as files in shared memory instead of bytes in the stream."""
+        batches handed over as files in shared memory instead of bytes in the stream.
+        ``broker_unavailable_timeout_ms``: how long the sidecar may wait for a broker that
+        stops answering mid-range (going on where it was, on a slave while the master is
+        away); 0 fails the read at once."""
         local = self.address.startswith("unix:") if shared_memory is None else shared_memory
         spec = PullSpec(queue, start, end, consumer_group or SIDECAR_GROUP, sub_expression,
                         pull_batch_size, max_rows_per_batch, fail_on_data_loss,
-                        restore_retry_topic_of or None, shared_memory=local)
+                        restore_retry_topic_of or None, shared_memory=local,
+                        broker_unavailable_timeout_ms=broker_unavailable_timeout_ms)
         if local:
             return self._shm_batches(cluster, spec)
         return arrow.read_ipc_chunks(self.pull_chunks(cluster, spec))

@@ -163,7 +163,8 @@ def pull_spec_from_pb(r: pb.PullRequest) -> PullSpec:
                     max_rows_per_batch=r.max_rows_per_batch or DEFAULT_MAX_ROWS_PER_BATCH,
                     fail_on_data_loss=r.fail_on_data_loss,
                     restore_retry_topic_of=_opt(r.restore_retry_topic_of),
-                    shared_memory=r.shared_memory)
+                    shared_memory=r.shared_memory,
+                    broker_unavailable_timeout_ms=r.broker_unavailable_timeout_ms)
 
 
 def pull_request_to_pb(cluster: Cluster, s: PullSpec) -> pb.PullRequest:
@@ -173,7 +174,8 @@ def pull_request_to_pb(cluster: Cluster, s: PullSpec) -> pb.PullRequest:
                           max_rows_per_batch=s.max_rows_per_batch,
                           fail_on_data_loss=s.fail_on_data_loss,
                           restore_retry_topic_of=s.restore_retry_topic_of or "",
-                          shared_memory=s.shared_memory)
+                          shared_memory=s.shared_memory,
+                          broker_unavailable_timeout_ms=s.broker_unavailable_timeout_ms)
 
 
 # ---------------------------------------------------------------- send

@@ -85,6 +85,8 @@ class PullSpec:
     fail_on_data_loss: bool = True
     restore_retry_topic_of: str | None = None
     shared_memory: bool = False           # batches as files in shared memory (same host)
+    # ms a read may go on waiting for a broker that stopped answering (0: fail at once)
+    broker_unavailable_timeout_ms: int = 0
 
     def __post_init__(self) -> None:
         if self.start < 0 or self.end < self.start:
@@ -94,6 +96,9 @@ class PullSpec:
             raise ConfigError(f"pull_batch_size must be in 1..1024, got {self.pull_batch_size}")
         if self.max_rows_per_batch < 1:
             raise ConfigError(f"max_rows_per_batch must be >= 1, got {self.max_rows_per_batch}")
+        if self.broker_unavailable_timeout_ms < 0:
+            raise ConfigError("broker_unavailable_timeout_ms must be >= 0, got "
+                              f"{self.broker_unavailable_timeout_ms}")
 
 
 def queue_name(q: MessageQueue) -> str:

@@ -44,8 +44,8 @@ def _pmap(fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
 
 
 class OffsetClient(Protocol):
-    def min_offset(self, queue: MessageQueue) -> int: ...
-    def max_offset(self, queue: MessageQueue) -> int: ...
+    def min_offset(self, queue: MessageQueue, *, replica: bool = False) -> int: ...
+    def max_offset(self, queue: MessageQueue, *, replica: bool = False) -> int: ...
     def query_consumer_offset(self, group: str, queue: MessageQueue) -> int | None: ...
     def consume_stats(self, group: str, topic: str | None = None) -> ConsumeStats: ...
     def search_offset(self, queue: MessageQueue, timestamp_ms: int) -> int: ...
@@ -64,14 +64,17 @@ def _listed_queues(client: OffsetClient, group: str) -> frozenset[MessageQueue]:
 
 
 def queue_offsets(client: OffsetClient, queues: Sequence[MessageQueue],
-                  group: str | None = None) -> list[QueueOffsets]:
-    """Min, max and (with ``group``) committed offsets of each queue, in request order."""
+                  group: str | None = None, *, replica_reads: bool = False) -> list[QueueOffsets]:
+    """Min, max and (with ``group``) committed offsets of each queue, in request order;
+    ``replica_reads``: min and max from a slave where the master does not answer."""
     listed = _listed_queues(client, group) if group else frozenset()
 
     def one(q: MessageQueue) -> QueueOffsets:
         committed = None
         if group and q in listed:
             committed = client.query_consumer_offset(group, q)
+        if replica_reads:
+            return QueueOffsets(q, client.min_offset(q, replica=True), client.max_offset(q, replica=True), committed)
         return QueueOffsets(q, client.min_offset(q), client.max_offset(q), committed)
     return _pmap(one, list(queues))
 

@@ -11,6 +11,14 @@ up to ``pipeline_depth`` pulls in flight; each pull status has its own handler (
   OFFSET_ILLEGAL  below the min offset (retention removed data) or beyond the max (the
                   queue lost data): ``DataLossError``, or skip with a warning when
                   ``fail_on_data_loss`` is off.
+
+A broker that stops answering (refused, dropped, silent past the request timeout) does not
+end the read when the spec allows waiting (``broker_unavailable_timeout_ms``) and the caller
+can ``reconnect``: the pulls in flight are dropped, and after a pause the read goes on at
+the offset it reached, on the address ``reconnect`` gives (the master again, or a slave of
+the same broker name while the master is away: same offsets, same rows). A slave that
+lacks the rest of the range (it replicates behind its master) is waited on the same way.
+Nothing is delivered twice: ``offset`` only moves past answers already handed on.
 """
 
 from __future__ import annotations
@@ -21,7 +29,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable, Iterator, Protocol
 
-from rocketmq_spark.errors import RemoteProtocolError, RequestTimeout
+from rocketmq_spark.errors import RemoteProtocolError, RequestTimeout, TransportError
 from rocketmq_spark.sidecar.errors import DataLossError
 from rocketmq_spark.sidecar.model import PullSpec, queue_name
 from rocketmq_spark.remoting.message import decode_messages, parse_subscription
@@ -47,8 +55,24 @@ class PullPolicy:
     # host busy, a deeper pipeline keeps the broker working between the reader's wake-ups
     # (bench/README.md: the broker busy 91 % of the read instead of 86 %, medians).
     pipeline_depth: int = 32
+    # a broker that stopped answering: pauses between attempts to go on (doubling)
+    reconnect_initial: float = 0.1
+    reconnect_max: float = 2.0
     clock: Callable[[], float] = field(default=time.monotonic, repr=False)
     sleep: Callable[[float], None] = field(default=time.sleep, repr=False)
+
+
+# (the puller that failed, the error) -> a puller to go on with; raises TransportError
+# while none can be had.
+Reconnect = Callable[["Puller", BaseException], "Puller"]
+
+
+class BrokerUnavailable(TransportError):
+    """A range's broker gave no answer for longer than the read may wait."""
+
+
+class Stalled(RequestTimeout):
+    """Messages below the range's end did not become readable in time."""
 
 
 @dataclass
@@ -62,10 +86,14 @@ class _Step:
 
 
 class _RangeReader:
-    def __init__(self, client: Puller, spec: PullSpec, policy: PullPolicy) -> None:
+    def __init__(self, client: Puller, spec: PullSpec, policy: PullPolicy,
+                 reconnect: Reconnect | None = None) -> None:
         self.client, self.spec, self.policy = client, spec, policy
         self._stall_since: float | None = None
         self._backoff = policy.backoff_initial
+        self._reconnect = reconnect if spec.broker_unavailable_timeout_ms > 0 else None
+        self._broken_since: float | None = None
+        self._reconnect_pause = policy.reconnect_initial
 
     def __iter__(self) -> Iterator[bytes]:
         for chunk in self.chunks():
@@ -94,51 +122,92 @@ class _RangeReader:
         fast = getattr(self.client, "fast_range", None) if depth > 1 else None
         try:
             while offset < s.end:
-                if fast is not None and not inflight:
-                    got = fast(s.queue, offset, s.end, group=s.group, expression=s.sub_expression,
-                               max_nums=s.pull_batch_size, stride=stride, depth=depth,
-                               max_rows=s.max_rows_per_batch)
-                    if got is None:                # not here (TLS, ACL, not built, the last pull)
-                        fast = None
-                    else:
-                        bodies, resume = got
-                        if bodies:
-                            yield bodies
-                        if resume > offset:
-                            self._stall_since, self._backoff = None, self.policy.backoff_initial
-                            offset = ahead = resume
-                            continue
-                # after a run, the pull it stopped at alone (then runs again); else pipelined
-                while len(inflight) < (1 if fast is not None else depth) and ahead < s.end:
-                    inflight.append((ahead, self._send(ahead)))
-                    ahead += min(stride, s.end - ahead)
-                at, pending = inflight.popleft()
-                res = pending.result()
-                step = _HANDLERS[res.status](self, offset, res)
-                if step.body:
-                    held.append(step.body)
-                if held and (step.stop or step.waiting or len(held) >= depth or fast is not None):
-                    yield held
-                    held = []
-                if step.stop:
-                    return
-                if step.waiting:
-                    _cancel(inflight)
-                    ahead = offset
-                    if not self._wait(offset, res):
+                try:
+                    if fast is not None and not inflight:
+                        got = fast(s.queue, offset, s.end, group=s.group, expression=s.sub_expression,
+                                   max_nums=s.pull_batch_size, stride=stride, depth=depth,
+                                   max_rows=s.max_rows_per_batch)
+                        if got is None:                # not here (TLS, ACL, not built, the last pull)
+                            fast = None
+                        else:
+                            bodies, resume = got
+                            if bodies:
+                                yield bodies
+                            if resume > offset:
+                                self._stall_since, self._backoff = None, self.policy.backoff_initial
+                                self._broken_since = None
+                                offset = ahead = resume
+                                continue
+                    # after a run, the pull it stopped at alone (then runs again); else pipelined
+                    while len(inflight) < (1 if fast is not None else depth) and ahead < s.end:
+                        inflight.append((ahead, self._send(ahead)))
+                        ahead += min(stride, s.end - ahead)
+                    at, pending = inflight.popleft()
+                    res = pending.result()
+                    step = _HANDLERS[res.status](self, offset, res)
+                    if step.body:
+                        held.append(step.body)
+                    if held and (step.stop or step.waiting or len(held) >= depth or fast is not None):
+                        yield held
+                        held = []
+                    if step.stop:
                         return
-                    continue
-                self._stall_since, self._backoff = None, self.policy.backoff_initial
-                if step.offset != at + min(stride, s.end - at):
+                    if step.waiting:
+                        _cancel(inflight)
+                        ahead = offset
+                        if not self._wait(offset, res):
+                            return
+                        continue
+                    self._stall_since, self._backoff = None, self.policy.backoff_initial
+                    if step.offset != at + min(stride, s.end - at):
+                        _cancel(inflight)
+                        if step.offset > at:
+                            stride = min(step.offset - at, s.pull_batch_size)
+                        ahead = step.offset
+                    offset = step.offset
+                    self._broken_since = None
+                except (TransportError, RequestTimeout) as exc:
                     _cancel(inflight)
-                    if step.offset > at:
-                        stride = min(step.offset - at, s.pull_batch_size)
-                    ahead = step.offset
-                offset = step.offset
+                    if held:
+                        yield held
+                        held = []
+                    self._go_on_after(exc, offset)
+                    ahead, stride = offset, s.pull_batch_size
+                    fast = getattr(self.client, "fast_range", None) if depth > 1 else None
             if held:
                 yield held
         finally:
             _cancel(inflight)
+
+    def _go_on_after(self, exc: BaseException, offset: int) -> None:
+        """The broker stopped answering at ``offset``: pause, then a puller to go on with
+        (``reconnect``), until ``broker_unavailable_timeout_ms`` has passed without an
+        answer. Raises ``exc`` when the read cannot wait: no ``reconnect``, or a stall on
+        a master (``_wait``: data the master itself does not serve)."""
+        s, p = self.spec, self.policy
+        if self._reconnect is None or (isinstance(exc, Stalled) and not getattr(self.client, "replica", False)):
+            raise exc
+        if self._broken_since is None:
+            self._broken_since = p.clock()
+            self._reconnect_pause = p.reconnect_initial
+            log.warning("%s: no answer at offset %d from %s (%s); going on there once the broker "
+                        "or a replica answers (for up to %d ms)", queue_name(s.queue), offset,
+                        getattr(self.client, "address", "the broker"), exc, s.broker_unavailable_timeout_ms)
+        while True:
+            waited = p.clock() - self._broken_since
+            if waited * 1000 >= s.broker_unavailable_timeout_ms:
+                raise BrokerUnavailable(
+                    f"{queue_name(s.queue)}: no answer at offset {offset} for {waited:.1f} s "
+                    f"(option 'brokerUnavailableTimeoutMs' is {s.broker_unavailable_timeout_ms}): {exc}") from exc
+            p.sleep(self._reconnect_pause)
+            self._reconnect_pause = min(self._reconnect_pause * 2, p.reconnect_max)
+            try:
+                self.client = self._reconnect(self.client, exc)
+            except TransportError as again:
+                exc = again
+                continue
+            self._stall_since, self._backoff = None, p.backoff_initial
+            return
 
     def _depth(self) -> int:
         return pipeline_depth(self.client, self.spec, self.policy)
@@ -210,9 +279,14 @@ class _RangeReader:
         if self._stall_since is None:
             self._stall_since = now
         elif now - self._stall_since >= p.stall_timeout:
+            if getattr(self.client, "replica", False) and self._reconnect is not None:
+                # a slave replicates behind its master: not data loss, but not here yet
+                raise Stalled(f"{queue_name(self.spec.queue)}: the replica at "
+                              f"{getattr(self.client, 'address', '?')} holds offsets up to "
+                              f"{res.max_offset}, not {self.spec.end}")
             if res.max_offset < self.spec.end:
                 return not self._beyond_max(offset, res).stop   # raises unless skipping
-            raise RequestTimeout(
+            raise Stalled(
                 f"{queue_name(self.spec.queue)}: no message at offset {offset} became readable "
                 f"within {p.stall_timeout:g} s (max offset {res.max_offset}, range end {self.spec.end})")
         p.sleep(self._backoff)
@@ -268,8 +342,9 @@ def read_range(client: Puller, spec: PullSpec, policy: PullPolicy = PullPolicy()
     return iter(_RangeReader(client, spec, policy))
 
 
-def read_chunks(client: Puller, spec: PullSpec,
-                policy: PullPolicy = PullPolicy()) -> Iterator[list[bytes | WalkedBodies]]:
+def read_chunks(client: Puller, spec: PullSpec, policy: PullPolicy = PullPolicy(),
+                reconnect: Reconnect | None = None) -> Iterator[list[bytes | WalkedBodies]]:
     """``read_range``'s bodies in lists (a compiled run's, or up to the pipeline's depth of
-    pulls'): a thread can hand them over a list at a time."""
-    return _RangeReader(client, spec, policy).chunks()
+    pulls'): a thread can hand them over a list at a time. ``reconnect``: how the read goes
+    on when its broker stops answering (see the module text)."""
+    return _RangeReader(client, spec, policy, reconnect).chunks()

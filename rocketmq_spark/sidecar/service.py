@@ -13,7 +13,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Mapping, Sequence, TypeVar
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence, TypeVar
 
 import pyarrow as pa
 
@@ -149,8 +149,8 @@ class SidecarService:
         return sorted(out)
 
     def get_offsets(self, cluster: Cluster, queues: Sequence[MessageQueue],
-                    group: str | None = None) -> list[QueueOffsets]:
-        return offsets.queue_offsets(self.client(cluster), queues, group or None)
+                    group: str | None = None, *, replica_reads: bool = False) -> list[QueueOffsets]:
+        return offsets.queue_offsets(self.client(cluster), queues, group or None, replica_reads=replica_reads)
 
     def search_offsets(self, cluster: Cluster, queues: Sequence[MessageQueue],
                        timestamp_ms: int) -> list[tuple[MessageQueue, int]]:
@@ -256,24 +256,59 @@ class SidecarService:
 
     def _range(self, client: MQClient, spec: PullSpec) -> Iterator[list[bytes | WalkedBodies]]:
         """The range's pull bodies in lists (``pull.read_chunks``), over a connection of the
-        range's own when the client offers one (client/direct.py)."""
+        range's own when the client offers one (client/direct.py). A broker that stops
+        answering mid-range: the read goes on over a new connection to the address the
+        client picks then (a slave while the master is away), within the spec's
+        ``broker_unavailable_timeout_ms``."""
         direct = getattr(client, "direct_puller", None)
         if direct is None:
-            yield from read_chunks(client, spec, self.pull_policy)
+            yield from read_chunks(client, spec, self.pull_policy, _reconnect_shared(client, spec))
             return
+
+        def reconnect(failed: Any, exc: BaseException) -> Any:
+            failed.close()
+            client.read_failed(spec.queue, failed.address)
+            puller = direct(spec.queue, fresh=True)
+            opened.append(puller)
+            log.info("pulling %s: %s; going on from %s", queue_name(spec.queue), exc, puller.address)
+            return puller
+
         yielded = False
+        opened: list[Any] = []
         try:
-            with direct(spec.queue) as puller:
-                for chunk in read_chunks(puller, spec, self.pull_policy):
-                    yielded = True
-                    yield chunk
+            puller = self._first_puller(direct, spec)
+            opened.append(puller)
+            for chunk in read_chunks(puller, spec, self.pull_policy,
+                                     reconnect if spec.broker_unavailable_timeout_ms > 0 else None):
+                yielded = True
+                yield chunk
         except TransportError as exc:
-            if yielded:
+            if yielded or spec.broker_unavailable_timeout_ms > 0:
                 raise
             # a pooled connection the broker had just closed: once more, on a new one
             log.info("pulling %s: %s; once more on a new connection", queue_name(spec.queue), exc)
-            with direct(spec.queue, fresh=True) as puller:
-                yield from read_chunks(puller, spec, self.pull_policy)
+            with direct(spec.queue, fresh=True) as again:
+                yield from read_chunks(again, spec, self.pull_policy)
+        finally:
+            for p in opened:
+                p.close()
+
+    def _first_puller(self, direct: Callable[..., Any], spec: PullSpec) -> Any:
+        """The range's first connection; while none can be opened (the master refuses and
+        no other address is known yet), again after a pause, within the spec's
+        ``broker_unavailable_timeout_ms``."""
+        p = self.pull_policy
+        deadline = p.clock() + spec.broker_unavailable_timeout_ms / 1000
+        pause = p.reconnect_initial
+        while True:
+            try:
+                return direct(spec.queue)
+            except TransportError as exc:
+                if p.clock() + pause > deadline:
+                    raise
+                log.info("pulling %s: %s; trying again in %.1f s", queue_name(spec.queue), exc, pause)
+                p.sleep(pause)
+                pause = min(pause * 2, p.reconnect_max)
 
     def _served(self, spec: PullSpec, batches: Iterator[_Batch]) -> Iterator[_Batch]:
         """Pass ``batches`` through; once the range is read whole, count it and log one line
@@ -326,6 +361,14 @@ class SidecarService:
             c.send_back(message_for_send_back(item), group=group, delay_level=item.delay_level,
                         broker_name=item.broker_name or None,
                         max_reconsume_times=item.max_reconsume_times)
+
+
+def _reconnect_shared(client: Any, spec: PullSpec) -> Any:
+    """``reconnect`` for a client without connections of its own per range: the same
+    client, which picks the address per pull (and notes the ones that failed)."""
+    if spec.broker_unavailable_timeout_ms <= 0:
+        return None
+    return lambda failed, exc: client
 
 
 def message_for_send_back(item: SendBackItem) -> MessageExt:

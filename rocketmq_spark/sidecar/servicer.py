@@ -75,7 +75,8 @@ class SidecarServicer(pb_grpc.SidecarServicer):
     @grpc_errors
     def GetOffsets(self, request: pb.GetOffsetsRequest, context: grpc.ServicerContext) -> pb.GetOffsetsResponse:
         os_ = self.service.get_offsets(cv.cluster_from_pb(request.cluster),
-                                       cv.queues_from_pb(request.queues), request.consumer_group)
+                                       cv.queues_from_pb(request.queues), request.consumer_group,
+                                       replica_reads=request.replica_reads)
         return pb.GetOffsetsResponse(offsets=[cv.queue_offsets_to_pb(o) for o in os_])
 
     @grpc_errors

@@ -106,8 +106,11 @@ class OffsetReader:
         if not queues:
             return {}
         group = self.opts.consumer_group if with_group else None
+        # concurrent consumers read from a slave while its master is away (orderly ones
+        # wait: their locks live on the master)
+        replicas = not self.opts.uses_locks
         got = self._call(self.opts.sidecar,
-                         lambda c: c.get_offsets(self.cluster, list(queues), group))
+                         lambda c: c.get_offsets(self.cluster, list(queues), group, replica_reads=replicas))
         return {o.queue: o for o in got}  # type: ignore[attr-defined]
 
     def reachable_offsets(self, queues: Sequence[MessageQueue]) -> tuple[

@@ -41,7 +41,8 @@ def _batches(opts: SourceOptions, p: RocketMQPartition) -> Iterator[pa.RecordBat
                 pull_batch_size=opts.pull_batch_size,
                 max_rows_per_batch=opts.arrow_batch_rows,
                 fail_on_data_loss=opts.fail_on_data_loss,
-                restore_retry_topic_of=opts.consumer_group if retry else None)
+                restore_retry_topic_of=opts.consumer_group if retry else None,
+                broker_unavailable_timeout_ms=opts.broker_unavailable_ms)
             for batch in batches:
                 if batch.num_rows:
                     sent = True

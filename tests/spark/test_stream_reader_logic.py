@@ -62,7 +62,7 @@ class Broker:
         self.calls.append("get_queues")
         return sorted(k for k in self.maxs if k.topic in topics)
 
-    def get_offsets(self, cluster, queues, group=None):
+    def get_offsets(self, cluster, queues, group=None, *, replica_reads=False):
         self.calls.append("get_offsets")
         for k in queues:
             if k.broker_name in self.down:

@@ -75,14 +75,16 @@ class GetQueuesResponse(_message.Message):
     def __init__(self, queues: _Optional[_Iterable[_Union[MessageQueue, _Mapping]]] = ...) -> None: ...
 
 class GetOffsetsRequest(_message.Message):
-    __slots__ = ("cluster", "queues", "consumer_group")
+    __slots__ = ("cluster", "queues", "consumer_group", "replica_reads")
     CLUSTER_FIELD_NUMBER: _ClassVar[int]
     QUEUES_FIELD_NUMBER: _ClassVar[int]
     CONSUMER_GROUP_FIELD_NUMBER: _ClassVar[int]
+    REPLICA_READS_FIELD_NUMBER: _ClassVar[int]
     cluster: Cluster
     queues: _containers.RepeatedCompositeFieldContainer[MessageQueue]
     consumer_group: str
-    def __init__(self, cluster: _Optional[_Union[Cluster, _Mapping]] = ..., queues: _Optional[_Iterable[_Union[MessageQueue, _Mapping]]] = ..., consumer_group: _Optional[str] = ...) -> None: ...
+    replica_reads: bool
+    def __init__(self, cluster: _Optional[_Union[Cluster, _Mapping]] = ..., queues: _Optional[_Iterable[_Union[MessageQueue, _Mapping]]] = ..., consumer_group: _Optional[str] = ..., replica_reads: _Optional[bool] = ...) -> None: ...
 
 class QueueOffsets(_message.Message):
     __slots__ = ("queue", "min_offset", "max_offset", "has_committed", "committed")
@@ -225,7 +227,7 @@ class UnregisterConsumerResponse(_message.Message):
     def __init__(self) -> None: ...
 
 class PullRequest(_message.Message):
-    __slots__ = ("cluster", "consumer_group", "queue", "start_offset", "end_offset", "sub_expression", "pull_batch_size", "max_rows_per_batch", "fail_on_data_loss", "restore_retry_topic_of", "shared_memory")
+    __slots__ = ("cluster", "consumer_group", "queue", "start_offset", "end_offset", "sub_expression", "pull_batch_size", "max_rows_per_batch", "fail_on_data_loss", "restore_retry_topic_of", "shared_memory", "broker_unavailable_timeout_ms")
     CLUSTER_FIELD_NUMBER: _ClassVar[int]
     CONSUMER_GROUP_FIELD_NUMBER: _ClassVar[int]
     QUEUE_FIELD_NUMBER: _ClassVar[int]
@@ -237,6 +239,7 @@ class PullRequest(_message.Message):
     FAIL_ON_DATA_LOSS_FIELD_NUMBER: _ClassVar[int]
     RESTORE_RETRY_TOPIC_OF_FIELD_NUMBER: _ClassVar[int]
     SHARED_MEMORY_FIELD_NUMBER: _ClassVar[int]
+    BROKER_UNAVAILABLE_TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
     cluster: Cluster
     consumer_group: str
     queue: MessageQueue
@@ -248,7 +251,8 @@ class PullRequest(_message.Message):
     fail_on_data_loss: bool
     restore_retry_topic_of: str
     shared_memory: bool
-    def __init__(self, cluster: _Optional[_Union[Cluster, _Mapping]] = ..., consumer_group: _Optional[str] = ..., queue: _Optional[_Union[MessageQueue, _Mapping]] = ..., start_offset: _Optional[int] = ..., end_offset: _Optional[int] = ..., sub_expression: _Optional[str] = ..., pull_batch_size: _Optional[int] = ..., max_rows_per_batch: _Optional[int] = ..., fail_on_data_loss: _Optional[bool] = ..., restore_retry_topic_of: _Optional[str] = ..., shared_memory: _Optional[bool] = ...) -> None: ...
+    broker_unavailable_timeout_ms: int
+    def __init__(self, cluster: _Optional[_Union[Cluster, _Mapping]] = ..., consumer_group: _Optional[str] = ..., queue: _Optional[_Union[MessageQueue, _Mapping]] = ..., start_offset: _Optional[int] = ..., end_offset: _Optional[int] = ..., sub_expression: _Optional[str] = ..., pull_batch_size: _Optional[int] = ..., max_rows_per_batch: _Optional[int] = ..., fail_on_data_loss: _Optional[bool] = ..., restore_retry_topic_of: _Optional[str] = ..., shared_memory: _Optional[bool] = ..., broker_unavailable_timeout_ms: _Optional[int] = ...) -> None: ...
 
 class ArrowChunk(_message.Message):
     __slots__ = ("ipc", "shm_path")
