@@ -24,16 +24,22 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Against an external cluster ($ROCKETMQ_NAMESRV), a test marked ``embedded_only`` is
-    skipped with its marker's reason; with --cluster-tests-only, the tests
+    skipped with its marker's reason; a test marked ``needs_replicas`` is deselected unless
+    $ROCKETMQ_APACHE_DIR names a real cluster with a slave (tests/failover); with
+    --cluster-tests-only, the tests
     that never touch the session's cluster are deselected (they prove nothing new there)."""
     external = bool(os.environ.get("ROCKETMQ_NAMESRV"))
+    replicas = bool(os.environ.get("ROCKETMQ_APACHE_DIR"))
     keep, drop = [], []
     for item in items:
+        if item.get_closest_marker("needs_replicas") is not None and not replicas:
+            drop.append(item)       # tests/failover: only with a real cluster's slave to read from
+            continue
         marker = item.get_closest_marker("embedded_only")
         if external and marker is not None:
             item.add_marker(pytest.mark.skip(reason=f"embedded cluster only: {marker.args[0]}"))
-        if config.getoption("--cluster-tests-only") and (
-                marker is not None or "rocketmq" not in getattr(item, "fixturenames", ())):
+        talks = {"rocketmq", "replicated"} & set(getattr(item, "fixturenames", ()))
+        if config.getoption("--cluster-tests-only") and (marker is not None or not talks):
             drop.append(item)
         else:
             keep.append(item)
