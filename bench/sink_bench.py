@@ -1,8 +1,11 @@
 """Rows/s of the sink, at-least-once against exactly-once, on the same rows.
 
     python bench/sink_bench.py [--rows N] [--size BYTES] [--keys K] [--partitions P] [--runs R]
+                               [--name-server HOST:PORT]
 
-An embedded broker (two brokers, async flush) runs in a subprocess; Spark local[2] and an
+An embedded broker (two brokers, async flush) runs in a subprocess, or, with
+``--name-server``, the cluster there is used (a real Apache cluster: ``scripts/apache-cluster
+start 5.5.0 --dir DIR`` prints its address; topics are created on every master); Spark local[2] and an
 auto-started sidecar in a private directory run here. Each run writes the same N rows (a
 body of SIZE bytes; with K > 0 a sharding key of K distinct values) with ``df.write`` into a
 fresh topic, once per guarantee, alternating, after one small warm-up write of each: rows/s
@@ -15,6 +18,7 @@ exactly-once / at-least-once.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import re
 import statistics
@@ -67,6 +71,25 @@ def stream(spark: Any, ns: str, source: str, sink: str, guarantee: str, n: int, 
     return t.seconds
 
 
+def create(mq: MQClient, topic: str, queues: int = 4, timeout: float = 60.0) -> None:
+    """A topic of ``queues`` queues on every master, once the NameServer routes them all
+    (a real broker registers a new topic a moment after creating it)."""
+    import time
+
+    mq.create_topic(topic, queues=queues)
+    want = queues * len(mq.cluster_brokers())
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if len(mq.subscribe_queues(topic, refresh=True)) >= want:
+                return
+        except Exception:  # noqa: BLE001 - not routed yet
+            pass
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"topic {topic} not routed with {want} queues in {timeout:g} s")
+        time.sleep(0.1)
+
+
 def stored(mq: MQClient, topic: str) -> int:
     return sum(mq.max_offset(q) for q in mq.subscribe_queues(topic, refresh=True))
 
@@ -87,6 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--keys", type=int, default=0, help="distinct sharding keys (0: none)")
     p.add_argument("--partitions", type=int, default=2)
     p.add_argument("--runs", type=int, default=2)
+    p.add_argument("--name-server", help="a running cluster's NameServer (default: an embedded broker)")
     args = p.parse_args(argv)
     sidecar_dir = tempfile.mkdtemp(prefix="rmq-sink-bench-sc-")
     os.chmod(sidecar_dir, 0o700)
@@ -94,7 +118,8 @@ def main(argv: list[str] | None = None) -> int:
     tmp = tempfile.mkdtemp(prefix="rmq-sink-bench-")
     results: dict[str, list[float]] = {f"write {g}": [] for g in GUARANTEES}
     results.update({f"stream {g}": [] for g in GUARANTEES})
-    with broker_process() as ns:
+    cluster = contextlib.nullcontext(args.name_server) if args.name_server else broker_process()
+    with cluster as ns:
         mq = MQClient(ClientConfig.parse(ns))
         spark = spark_session()
         df = rows_df(spark, args.rows, args.size, args.keys, args.partitions)
@@ -102,22 +127,22 @@ def main(argv: list[str] | None = None) -> int:
         warm = rows_df(spark, 2000, args.size, args.keys, args.partitions)
         for g in GUARANTEES:
             topic = f"warm_{g.replace('-', '_')}_{uuid.uuid4().hex[:6]}"
-            mq.create_topic(topic, queues=4)
+            create(mq, topic)
             write(warm, ns, topic, g)
         for run in range(args.runs):
             for g in GUARANTEES:
                 topic = f"sink_{g.replace('-', '_')}_{run}_{uuid.uuid4().hex[:6]}"
-                mq.create_topic(topic, queues=4)
+                create(mq, topic)
                 secs = write(df, ns, topic, g)
                 assert stored(mq, topic) == args.rows, f"{topic}: {stored(mq, topic)} stored"
                 results[f"write {g}"].append(args.rows / secs)
         source = f"src_{uuid.uuid4().hex[:6]}"
-        mq.create_topic(source, queues=4)
+        create(mq, source)
         queues = sorted(mq.subscribe_queues(source, refresh=True))
         produce_fast(mq, queues, args.rows, args.size)
         for g in GUARANTEES:
             sink = f"out_{g.replace('-', '_')}_{uuid.uuid4().hex[:6]}"
-            mq.create_topic(sink, queues=4)
+            create(mq, sink)
             secs = stream(spark, ns, source, sink, g, args.rows, str(Path(tmp) / sink))
             assert stored(mq, sink) == args.rows, f"{sink}: {stored(mq, sink)} stored"
             results[f"stream {g}"].append(args.rows / secs)
@@ -125,6 +150,7 @@ def main(argv: list[str] | None = None) -> int:
         mq.close()
     rows = [{"what": k, "rows": args.rows, "rows/s (median)": statistics.median(v),
              "rows/s (best)": max(v)} for k, v in results.items()]
+    print(f"cluster: {args.name_server or 'embedded (bench/common.broker_process)'}")
     print(table(rows))
     for kind in ("write", "stream"):
         ratio = statistics.median(results[f"{kind} exactly-once"]) / statistics.median(results[f"{kind} at-least-once"])

@@ -38,6 +38,15 @@ class RequestTimeout(TransportError):
     """No answer arrived within the call's timeout."""
 
 
+class ConnectError(TransportError):
+    """No connection could be had: nothing was sent."""
+
+
+class BrokerUnavailable(TransportError):
+    """A broker gave no answer for longer than the caller may wait (the message names the
+    option that sets how long)."""
+
+
 # Response codes after which the same call can succeed later or elsewhere
 # (the Java producer retries on another broker for these).
 RETRIABLE_CODES = frozenset({1, 2, 14, 16, 17, 204, 205, 215, 1500})

@@ -16,7 +16,7 @@ import logging
 import time
 from typing import Callable, TypeVar
 
-from rocketmq_spark.errors import BrokerError
+from rocketmq_spark.errors import BrokerError, BrokerUnavailable, ConnectError, RocketMQError
 from rocketmq_spark.remoting.codes import ResponseCode
 
 log = logging.getLogger(__name__)
@@ -26,6 +26,41 @@ T = TypeVar("T")
 BUSY_CODES = frozenset({ResponseCode.SYSTEM_BUSY})
 BUSY_TIMEOUT = 60.0        # seconds a request may keep finding its broker busy
 FIRST_PAUSE, MAX_PAUSE = 0.05, 1.0
+
+
+def unreachable(exc: BaseException) -> bool:
+    """Nothing was sent or stored because the broker could not be reached: no connection,
+    or no master address known (the NameServer dropped a master that went away)."""
+    return isinstance(exc, ConnectError) or (
+        isinstance(exc, BrokerError) and exc.code == ResponseCode.SERVICE_NOT_AVAILABLE)
+
+
+def while_unreachable(attempt: Callable[[], T], first: RocketMQError, *, timeout: float, what: str,
+                      refresh: Callable[[], None] = lambda: None,
+                      sleep: Callable[[float], None] = time.sleep,
+                      clock: Callable[[], float] = time.monotonic) -> T:
+    """``attempt()`` again, after growing pauses (``refresh()`` before each: a new route
+    may name a new master), for as long as its broker cannot be reached (``unreachable``),
+    at most ``timeout`` seconds after ``first``; then ``BrokerUnavailable`` naming ``what``
+    (the queue and the option that sets the timeout). Any other error is raised."""
+    deadline = clock() + timeout
+    pause, last = 0.1, first
+    while True:
+        if not unreachable(last):
+            raise last
+        if clock() + pause > deadline:
+            raise BrokerUnavailable(f"{what}: no answer for {timeout:g} s: {last}") from last
+        log.info("%s: %s; trying again in %.1f s", what, last, pause)
+        sleep(pause)
+        pause = min(pause * 2, 2.0)
+        try:
+            refresh()
+        except RocketMQError as exc:
+            log.info("%s: refreshing the route: %s", what, exc)
+        try:
+            return attempt()
+        except RocketMQError as exc:
+            last = exc
 
 
 def is_busy(exc: BaseException) -> bool:

@@ -235,13 +235,15 @@ class MQClient:
                 avoid = mq.broker_name
         raise AssertionError("unreachable")
 
-    def send_queues(self, topic: str) -> list[MessageQueue]:
+    def send_queues(self, topic: str, *, keyed: bool = False) -> list[MessageQueue]:
         """The queues a send to ``topic`` may go to, sorted: its publish queues, or, for a
         topic that has no route yet, TBW102's writable brokers with min(4, queues) queues
         each, on which the broker creates the topic at the first send (what the Java
-        producer does; a sharding key picks among these too)."""
+        producer does; a sharding key picks among these too). ``keyed``: the queues a
+        sharding key picks among, which include those of a broker whose master is away (the
+        key keeps its queue and waits; the list must not change with the outage)."""
         try:
-            queues = self.publish_queues(topic)
+            queues = self.route(topic).publish_queues(topic, without_master=keyed)
         except BrokerError as exc:
             if exc.code != ResponseCode.TOPIC_NOT_EXIST:
                 raise

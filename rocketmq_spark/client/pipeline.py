@@ -9,7 +9,11 @@ SEND_MESSAGE_V2; delayed messages and %RETRY%/%DLQ% topics alone: brokers refuse
 batches). A request a busy broker refused (SYSTEM_BUSY: nothing stored) goes again to the
 same queue after a pause (``busy``). A request without a key that a broker refuses with
 another retriable code is sent once more to another broker's queue (never after a
-timeout: it may have been stored). Up to ``depth`` requests are in
+timeout: it may have been stored); one whose broker cannot be reached (no connection, no
+master in the route: nothing sent) likewise. A keyed request whose broker cannot be
+reached is sent again to its own queue (its key's order) after growing pauses, for up to
+``unreachable_timeout`` seconds (a master restarting), then fails naming the queue and the
+option. Up to ``depth`` requests are in
 flight at once; a queue whose order matters (``ordered``: every queue a sharding key chose)
 has one in flight at a time, because a broker may handle the requests of one connection in
 parallel (5.x does), and a message's position in its queue is the order consumers see.
@@ -23,7 +27,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable, Hashable, Protocol, Sequence
 
-from rocketmq_spark.client.busy import while_busy
+from rocketmq_spark.client.busy import is_busy, unreachable, while_busy, while_unreachable
 from rocketmq_spark.errors import BrokerError, RequestTimeout, RocketMQError
 from rocketmq_spark.remoting.codes import DLQ_PREFIX, RETRY_PREFIX
 from rocketmq_spark.remoting.route import MessageQueue
@@ -69,6 +73,14 @@ class PipelineFailed(RocketMQError):
         return self.errors[0] if self.errors else self
 
 
+def keyed_queues(client: Any, topic: str) -> list[MessageQueue]:
+    """``client.send_queues(topic, keyed=True)`` where the client takes ``keyed``."""
+    try:
+        return client.send_queues(topic, keyed=True)
+    except TypeError:
+        return client.send_queues(topic)
+
+
 def _span(refs: Sequence[Hashable]) -> str:
     return f"{refs[0]}" if len(refs) == 1 else f"{refs[0]}..{refs[-1]}"
 
@@ -87,13 +99,15 @@ class SendPipeline:
     def __init__(self, client: Sender, *, producer_group: str, batch_size: int = 256,
                  batch_bytes: int = 1 << 20, depth: int = 16,
                  on_result: Callable[[Sequence[Hashable], SendResult], None] | None = None,
-                 rotation: RoundRobin = ROUND_ROBIN) -> None:
+                 rotation: RoundRobin = ROUND_ROBIN, unreachable_timeout: float = 0.0) -> None:
         if batch_size < 1 or depth < 1:
             raise ValueError("batch_size and depth must be >= 1")
+        self.unreachable_timeout = unreachable_timeout
         self.client, self.group = client, producer_group
         self.batch_size, self.batch_bytes, self.depth = batch_size, batch_bytes, depth
         self.on_result, self.rotation = on_result, rotation
         self._queues: dict[str, list[MessageQueue]] = {}
+        self._keyed: dict[str, list[MessageQueue]] = {}
         self._turn: dict[str, int] = {}        # a topic's unkeyed messages: the turn they are on
         self._lanes: dict[MessageQueue, _Lane] = {}
         self._pending: deque[tuple[_Lane, list[Hashable], Any, int]] = deque()
@@ -108,10 +122,18 @@ class SendPipeline:
             queues = self._queues[topic] = self.client.send_queues(topic)
         return queues
 
+    def _keyed_queues(self, topic: str) -> list[MessageQueue]:
+        """The queues a sharding key picks among: with a broker whose master is away too, so
+        that a key keeps its queue through the outage (``keyed_queues`` of the client)."""
+        queues = self._keyed.get(topic)
+        if queues is None:
+            queues = self._keyed[topic] = keyed_queues(self.client, topic)
+        return queues
+
     def _queue_for(self, topic: str, key: str | None) -> MessageQueue:
-        queues = self._topic_queues(topic)
         if key:
-            return select_queue(key, queues)
+            return select_queue(key, self._keyed_queues(topic))
+        queues = self._topic_queues(topic)
         turn = self._turn.get(topic)
         if turn is None:                # the first unkeyed message since the last batch went
             turn = self._turn[topic] = self.rotation.take(topic)
@@ -158,19 +180,44 @@ class SendPipeline:
         self._pending.append((lane, refs, self._submit(batch, lane.queue), batch))
 
     def _submit(self, batch: list[Message], queue: MessageQueue) -> Any:
-        if len(batch) == 1:
-            return self.client.send_async(batch[0], queue=queue, producer_group=self.group)
-        return self.client.send_batch_async(batch, queue=queue, producer_group=self.group)
+        """The request in flight; one that could not even go out (no connection, no
+        master address) as an answer that raises its error."""
+        try:
+            if len(batch) == 1:
+                return self.client.send_async(batch[0], queue=queue, producer_group=self.group)
+            return self.client.send_batch_async(batch, queue=queue, producer_group=self.group)
+        except RocketMQError as exc:
+            return NotSent(exc)
+
+    def _answer(self, lane: _Lane, batch: list[Message], call: Any) -> SendResult:
+        """The request's answer: again while its broker is busy, and a keyed request again
+        while its broker cannot be reached (``unreachable_timeout``)."""
+        try:
+            return call.result()
+        except RocketMQError as first:
+            exc = first
+
+        def again() -> SendResult:
+            return self._submit(batch, lane.queue).result()
+        if is_busy(exc):
+            return while_busy(again, exc)
+        if lane.ordered and self.unreachable_timeout > 0 and unreachable(exc):
+            q = lane.queue
+            ms = int(self.unreachable_timeout * 1000)
+            route = getattr(self.client, "route", None)
+            return while_unreachable(
+                lambda: while_busy(again), exc, timeout=self.unreachable_timeout,
+                what=(f"queue {q.topic}/{q.broker_name}/{q.queue_id} of broker {q.broker_name} "
+                      f"(option 'brokerUnavailableTimeoutMs' is {ms})"),
+                refresh=(lambda: route(q.topic, refresh=True)) if route is not None else (lambda: None))
+        raise exc
 
     def _settle(self) -> None:
         lane, refs, call, batch = self._pending.popleft()
         lane.in_flight -= 1
         n = len(batch)
         try:
-            try:
-                result = call.result()
-            except BrokerError as busy:         # nothing stored: the same request again, later
-                result = while_busy(lambda: self._submit(batch, lane.queue).result(), busy)
+            result = self._answer(lane, batch, call)
         except RocketMQError as exc:
             other = self._elsewhere(lane, exc)
             if other is None:
@@ -197,8 +244,9 @@ class SendPipeline:
 
     def _elsewhere(self, lane: _Lane, exc: RocketMQError) -> MessageQueue | None:
         """Another broker's queue for a refused request without a key, when a retry can help."""
-        if lane.ordered or isinstance(exc, RequestTimeout) or not isinstance(exc, BrokerError) \
-                or not exc.retriable:
+        if lane.ordered or isinstance(exc, RequestTimeout):
+            return None
+        if not unreachable(exc) and not (isinstance(exc, BrokerError) and exc.retriable):
             return None
         others = [q for q in self._topic_queues(lane.queue.topic) if q.broker_name != lane.queue.broker_name]
         return others[0] if others else None
@@ -221,3 +269,13 @@ class SendPipeline:
         if self.failures:
             raise PipelineFailed(self.failures, self.acknowledged, self.errors)
         return self.acknowledged
+
+
+@dataclass(frozen=True)
+class NotSent:
+    """A request that could not go out: its answer is the error."""
+
+    error: RocketMQError
+
+    def result(self) -> SendResult:
+        raise self.error

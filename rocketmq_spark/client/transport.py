@@ -28,7 +28,7 @@ from dataclasses import replace
 from typing import Callable
 
 from rocketmq_spark.client.config import split_address
-from rocketmq_spark.errors import ProtocolError, RequestTimeout, TransportError
+from rocketmq_spark.errors import ConnectError, ProtocolError, RequestTimeout, TransportError
 from rocketmq_spark.remoting.codes import (
     CLIENT_VERSION, FLAG_ONEWAY, FLAG_RESPONSE, ResponseCode)
 from rocketmq_spark.remoting.command import FrameDecoder, RemotingCommand, encode, response_to
@@ -71,7 +71,7 @@ def open_socket(address: str, *, timeout: float,
     try:
         sock = socket.create_connection((host, port), timeout=timeout)
     except OSError as exc:
-        raise TransportError(f"cannot connect to {address}: {exc}") from None
+        raise ConnectError(f"cannot connect to {address}: {exc}") from None
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     if tls is None:
         return sock

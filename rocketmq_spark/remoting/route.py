@@ -68,7 +68,10 @@ class TopicRouteData:
                       for qd in self.queue_datas if qd.perm & Perm.READ
                       for i in range(qd.read_queue_nums))
 
-    def publish_queues(self, topic: str) -> list[MessageQueue]:
+    def publish_queues(self, topic: str, *, without_master: bool = False) -> list[MessageQueue]:
+        """The writable queues of brokers whose master the route lists (as Java's producer
+        takes them); ``without_master``: of every broker name (its master may be away for a
+        while: a sharding key keeps its queue then)."""
         if self.order_topic_conf:
             out = []
             for part in self.order_topic_conf.split(";"):
@@ -77,7 +80,7 @@ class TopicRouteData:
             return out
         return sorted(MessageQueue(topic, qd.broker_name, i)
                       for qd in self.queue_datas
-                      if qd.perm & Perm.WRITE and self.master_addr(qd.broker_name)
+                      if qd.perm & Perm.WRITE and (without_master or self.master_addr(qd.broker_name))
                       for i in range(qd.write_queue_nums))
 
 

@@ -207,13 +207,18 @@ class SidecarClient:
             offsets=cv.offsets_map_to_pb(offsets)))
 
     def send(self, cluster: Cluster | str, messages: Sequence[Message | Outgoing], *,
-             producer_group: str | None = None, transaction_tag: str | None = None) -> list[SendResult]:
+             producer_group: str | None = None, transaction_tag: str | None = None,
+             broker_unavailable_timeout_ms: int = 0) -> list[SendResult]:
         """Send ``messages`` (``Outgoing`` to give a sharding key); results in order. With
-        ``transaction_tag`` (``TxnTag.encode()``) as half messages, for exactly-once writes."""
+        ``transaction_tag`` (``TxnTag.encode()``) as half messages, for exactly-once writes.
+        ``broker_unavailable_timeout_ms``: how long a keyed or half message waits for a
+        broker that cannot be reached."""
         items = [m if isinstance(m, Outgoing) else Outgoing(m) for m in messages]
         r = self._call(self._stub.Send, pb.SendRequest(
             cluster=cv.cluster_to_pb(Cluster.of(cluster)), producer_group=producer_group or "",
-            messages=[cv.out_message_to_pb(o) for o in items], transaction_tag=transaction_tag or ""))
+            messages=[cv.out_message_to_pb(o) for o in items], transaction_tag=transaction_tag or "",
+            broker_unavailable_timeout_ms=broker_unavailable_timeout_ms),
+            timeout=self.timeout + broker_unavailable_timeout_ms / 1000)
         return [cv.send_result_from_pb(x) for x in r.results]
 
     def commit_transaction(self, cluster: Cluster | str, producer_group: str, txn: TxnRef,

@@ -29,7 +29,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable, Iterator, Protocol
 
-from rocketmq_spark.errors import RemoteProtocolError, RequestTimeout, TransportError
+from rocketmq_spark.errors import BrokerUnavailable, RemoteProtocolError, RequestTimeout, TransportError
 from rocketmq_spark.sidecar.errors import DataLossError
 from rocketmq_spark.sidecar.model import PullSpec, queue_name
 from rocketmq_spark.remoting.message import decode_messages, parse_subscription
@@ -65,10 +65,6 @@ class PullPolicy:
 # (the puller that failed, the error) -> a puller to go on with; raises TransportError
 # while none can be had.
 Reconnect = Callable[["Puller", BaseException], "Puller"]
-
-
-class BrokerUnavailable(TransportError):
-    """A range's broker gave no answer for longer than the read may wait."""
 
 
 class Stalled(RequestTimeout):

@@ -24,10 +24,10 @@ from collections import deque
 from dataclasses import replace
 from typing import Any, Protocol, Sequence
 
-from rocketmq_spark.client.busy import while_busy
-from rocketmq_spark.client.pipeline import PipelineFailed, SendPipeline
+from rocketmq_spark.client.busy import is_busy, unreachable, while_busy, while_unreachable
+from rocketmq_spark.client.pipeline import NotSent, PipelineFailed, SendPipeline, keyed_queues
 from rocketmq_spark.client.pipeline import Sender as Sender
-from rocketmq_spark.errors import BrokerError
+from rocketmq_spark.errors import RocketMQError
 from rocketmq_spark.remoting.codes import TransactionState
 from rocketmq_spark.remoting.message import PROP_SHARDING_KEY
 from rocketmq_spark.remoting.route import MessageQueue
@@ -56,9 +56,10 @@ def explode(result: SendResult, n: int) -> list[SendResult]:
 
 def send_all(client: Sender, items: Sequence[Outgoing], producer_group: str, *,
              max_batch_messages: int = MAX_BATCH_MESSAGES, max_batch_bytes: int = MAX_BATCH_BYTES,
-             depth: int = SEND_DEPTH) -> list[SendResult]:
+             depth: int = SEND_DEPTH, unreachable_timeout: float = 0.0) -> list[SendResult]:
     """Every message acknowledged, results in request order; PipelineFailed (a RocketMQError
-    naming the broker's code) when any request failed."""
+    naming the broker's code) when any request failed. ``unreachable_timeout``: how long a
+    keyed message waits for a broker that cannot be reached (``SendPipeline``)."""
     results: list[SendResult | None] = [None] * len(items)
 
     def record(refs: Sequence[Any], result: SendResult) -> None:
@@ -66,7 +67,8 @@ def send_all(client: Sender, items: Sequence[Outgoing], producer_group: str, *,
             results[i] = one
 
     pipe = SendPipeline(client, producer_group=producer_group, batch_size=max_batch_messages,
-                        batch_bytes=max_batch_bytes, depth=depth, on_result=record)
+                        batch_bytes=max_batch_bytes, depth=depth, on_result=record,
+                        unreachable_timeout=unreachable_timeout)
     for i, item in enumerate(items):
         msg = item.message
         if item.sharding_key:
@@ -89,36 +91,62 @@ class HalfSender(Protocol):
 
 def send_halves(client: HalfSender, items: Sequence[Outgoing], producer_group: str, tag: str, *,
                 tag_property: str, depth: int = HALF_DEPTH,
-                rotation: RoundRobin = ROUND_ROBIN) -> list[SendResult]:
+                rotation: RoundRobin = ROUND_ROBIN, unreachable_timeout: float = 0.0) -> list[SendResult]:
     """Each message as a half message tagged ``tag``; results (the half messages' offsets)
-    in request order. The first failure raises once the requests in flight are answered,
-    after the half messages already stored are rolled back (best effort: any left over are
-    rolled back when the broker checks them back)."""
+    in request order. A half message whose broker is busy, or cannot be reached (nothing
+    sent; for up to ``unreachable_timeout`` seconds), goes again to its queue. The first
+    failure raises once the requests in flight are answered, after the half messages
+    already stored are rolled back (best effort: any left over are rolled back when the
+    broker checks them back)."""
     queues: dict[str, list[MessageQueue]] = {}
+    keyed: dict[str, list[MessageQueue]] = {}
     pending: deque[Any] = deque()
     results: list[SendResult] = []
     failure: Exception | None = None
+
+    def submit(msg: Message, queue: MessageQueue) -> Any:
+        try:
+            return client.send_async(msg, queue=queue, producer_group=producer_group, transactional=True)
+        except RocketMQError as exc:       # could not go out: the error is its answer
+            return NotSent(exc)
+
+    def answer(call: Any, msg: Message, queue: MessageQueue) -> SendResult:
+        try:
+            return call.result()
+        except RocketMQError as first:
+            exc = first
+
+        def again() -> SendResult:
+            return submit(msg, queue).result()
+        if is_busy(exc):                   # nothing stored: the same half message again, later
+            return while_busy(again, exc)
+        if unreachable_timeout > 0 and unreachable(exc):
+            route = getattr(client, "route", None)
+            return while_unreachable(
+                lambda: while_busy(again), exc, timeout=unreachable_timeout,
+                what=(f"queue {queue.topic}/{queue.broker_name}/{queue.queue_id} of broker {queue.broker_name} "
+                      f"(option 'brokerUnavailableTimeoutMs' is {int(unreachable_timeout * 1000)})"),
+                refresh=(lambda: route(queue.topic, refresh=True)) if route is not None else (lambda: None))
+        raise exc
 
     def settle() -> None:
         nonlocal failure
         call, msg, queue = pending.popleft()
         try:
-            try:
-                results.append(call.result())
-            except BrokerError as busy:    # nothing stored: the same half message again, later
-                results.append(while_busy(lambda: client.send_async(
-                    msg, queue=queue, producer_group=producer_group, transactional=True).result(), busy))
+            results.append(answer(call, msg, queue))
         except Exception as exc:  # noqa: BLE001 - the first one is raised below
             failure = failure or exc
 
     for item in items:
         msg = item.message
-        if msg.topic not in queues:
-            queues[msg.topic] = client.send_queues(msg.topic)
         if item.sharding_key:
-            queue = select_queue(item.sharding_key, queues[msg.topic])
+            if msg.topic not in keyed:
+                keyed[msg.topic] = keyed_queues(client, msg.topic)
+            queue = select_queue(item.sharding_key, keyed[msg.topic])
             props = {**msg.properties, PROP_SHARDING_KEY: item.sharding_key, tag_property: tag}
         else:
+            if msg.topic not in queues:
+                queues[msg.topic] = client.send_queues(msg.topic)
             queue = rotation.select(msg.topic, queues[msg.topic])
             props = {**msg.properties, tag_property: tag}
         if len(pending) >= depth:
@@ -126,8 +154,7 @@ def send_halves(client: HalfSender, items: Sequence[Outgoing], producer_group: s
         if failure is not None:
             break
         msg = replace(msg, properties=props)
-        pending.append((client.send_async(msg, queue=queue, producer_group=producer_group, transactional=True),
-                        msg, queue))
+        pending.append((submit(msg, queue), msg, queue))
     while pending:
         settle()
     if failure is not None:

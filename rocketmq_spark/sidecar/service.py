@@ -20,7 +20,7 @@ import pyarrow as pa
 import rocketmq_spark
 from rocketmq_spark.client import ClientConfig, MQClient
 from rocketmq_spark.client.mqclient import DEFAULT_PRODUCER_GROUP
-from rocketmq_spark.errors import ConfigError, TransportError
+from rocketmq_spark.errors import ConfigError, RocketMQError, TransportError
 from rocketmq_spark.remoting.message import (PROP_UNIQ_KEY, HostPort, MessageExt, parse_offset_msg_id,
                                              parse_subscription)
 from rocketmq_spark.remoting.bodies import ConsumerData
@@ -324,21 +324,36 @@ class SidecarService:
                  spec.end, spec.group, rows)
 
     def commit_offsets(self, cluster: Cluster, group: str, positions: Mapping[MessageQueue, int]) -> None:
+        """Every queue's offset, each broker's whatever another's does: a broker that does
+        not answer (a master away) keeps the others' commits going; the first error is
+        raised once all were tried."""
         _require(group, "consumer_group")
         c = self.client(cluster)
+        errors: list[RocketMQError] = []
+        silent: set[str] = set()             # brokers that did not answer: not asked again now
         for q, off in positions.items():
-            c.update_consumer_offset(group, q, off)
+            if q.broker_name in silent:
+                continue
+            try:
+                c.update_consumer_offset(group, q, off)
+            except RocketMQError as exc:
+                errors.append(exc)
+                if isinstance(exc, TransportError):
+                    silent.add(q.broker_name)
+        if errors:
+            raise errors[0]
 
     def send(self, cluster: Cluster, producer_group: str | None, items: Sequence[Outgoing], *,
-             transaction_tag: str | None = None) -> list[SendResult]:
+             transaction_tag: str | None = None, unreachable_timeout_ms: int = 0) -> list[SendResult]:
         group = producer_group or DEFAULT_PRODUCER_GROUP
+        wait = max(0, unreachable_timeout_ms) / 1000
         if transaction_tag is None:
-            return send.send_all(self.client(cluster), items, group)
+            return send.send_all(self.client(cluster), items, group, unreachable_timeout=wait)
         if TxnTag.parse(transaction_tag) is None:
             raise ConfigError(f"transaction tag {transaction_tag!r} is not "
                               "<log topic>|<id>|<batch>|<epoch>|<partition>|<attempt>")
         return send.send_halves(self._transactional(cluster, group), items, group, transaction_tag,
-                                tag_property=TAG_PROPERTY)
+                                tag_property=TAG_PROPERTY, unreachable_timeout=wait)
 
     def commit_transaction(self, cluster: Cluster, producer_group: str, txn: TxnRef,
                            tasks: Sequence[tuple[int, int]], halves: Sequence[HalfMessage], *,

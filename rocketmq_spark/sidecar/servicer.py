@@ -144,7 +144,8 @@ class SidecarServicer(pb_grpc.SidecarServicer):
     def Send(self, request: pb.SendRequest, context: grpc.ServicerContext) -> pb.SendResponse:
         results = self.service.send(cv.cluster_from_pb(request.cluster), request.producer_group,
                                     [cv.out_message_from_pb(m) for m in request.messages],
-                                    transaction_tag=request.transaction_tag or None)
+                                    transaction_tag=request.transaction_tag or None,
+                                    unreachable_timeout_ms=request.broker_unavailable_timeout_ms)
         return pb.SendResponse(results=[cv.send_result_to_pb(r) for r in results])
 
     @grpc_errors

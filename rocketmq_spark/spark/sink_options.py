@@ -28,6 +28,7 @@ __all__ = ["SinkOptions", "parse", "SINK_OPTIONS", "DEFAULT_BATCH_SIZE", "MAX_BA
 
 DEFAULT_BATCH_SIZE = 256     # messages per Send call to the sidecar
 MAX_BATCH_SIZE = 8192
+SINK_BROKER_UNAVAILABLE_MS = 60_000   # a keyed row waits this long for a broker that cannot be reached
 AT_LEAST_ONCE, EXACTLY_ONCE = "at-least-once", "exactly-once"
 
 
@@ -44,6 +45,7 @@ class SinkOptions:
     delivery_guarantee: str = AT_LEAST_ONCE
     transactional_id: str | None = None
     transaction_log_topic: str = DEFAULT_LOG_TOPIC
+    broker_unavailable_ms: int = SINK_BROKER_UNAVAILABLE_MS
 
     @property
     def exactly_once(self) -> bool:
@@ -105,6 +107,10 @@ SINK_OPTIONS: dict[str, OptionSpec] = {s.name.lower(): s for s in [
                "with Spark's batch"),
     OptionSpec("transactionalId", _txn_id,
                "exactly-once: the query's name in the transaction log (default: from its checkpointLocation)"),
+    OptionSpec("brokerUnavailableTimeoutMs", source_options.OPTIONS["brokerunavailabletimeoutms"].parse,
+               f"how long a keyed row (and every exactly-once row) waits for its queue's broker when it "
+               f"cannot be reached (a master restarting) before the task fails (default "
+               f"{SINK_BROKER_UNAVAILABLE_MS}; 0: at once); unkeyed rows go to another broker at once"),
     OptionSpec("transactionLogTopic", _one_topic,
                f"exactly-once: the topic of the transaction log (default {DEFAULT_LOG_TOPIC})"),
     *source_options.TLS_OPTIONS,
@@ -138,4 +144,5 @@ def parse(options: Mapping[str, str]) -> SinkOptions:
         delivery_guarantee=guarantee,
         transactional_id=values.get("transactionalid"),
         transaction_log_topic=values.get("transactionlogtopic", DEFAULT_LOG_TOPIC),
+        broker_unavailable_ms=values.get("brokerunavailabletimeoutms", SINK_BROKER_UNAVAILABLE_MS),
     )
