@@ -38,7 +38,8 @@ from typing import Callable, Iterable, Sequence
 
 from rocketmq_spark.client import MQClient
 from rocketmq_spark.client.transport import PendingCall
-from rocketmq_spark.errors import ConfigError, RocketMQError, TransportError
+from rocketmq_spark.client.busy import is_busy
+from rocketmq_spark.errors import BrokerError, ConfigError, RocketMQError, TransportError
 from rocketmq_spark.remoting.codes import TransactionState
 from rocketmq_spark.remoting.command import RemotingCommand
 from rocketmq_spark.remoting.headers import CheckTransactionStateRequestHeader
@@ -53,6 +54,11 @@ log = logging.getLogger(__name__)
 SCAN_GROUP = "rocketmq_spark_txn_scan"
 RETRY_PAUSE = 2.0          # after an END_TRANSACTION without an answer, before looking for it
 UNORDERED_DEPTH = 64       # END_TRANSACTIONs in flight when their order does not matter
+# Seconds an END_TRANSACTION may take to be answered, counted from when it was sent: a
+# loaded broker (a real one beside Spark on 2 cores) answers some after more than the
+# 3-second request timeout, with up to UNORDERED_DEPTH ahead of it.
+END_TX_TIMEOUT = 30.0
+FINISH_ROUNDS = 5          # look-and-commit rounds of a decided batch before the commit fails
 
 
 class Transactions:
@@ -132,15 +138,25 @@ class Transactions:
     def _finish(self, client: MQClient, group: str, txlog: TxnLog, d: Decision, txn_id: str) -> int:
         """Commit the half messages of ``d`` that are not in their target queues yet. First a
         pause: END_TRANSACTION requests of a process that died committing can still be in
-        flight (written before it died), and must land before we look."""
+        flight (written before it died), and must land before we look. Commits that get no
+        answer again are looked for again, up to ``FINISH_ROUNDS`` rounds."""
         if d.done:
             return 0
-        self._sleep(RETRY_PAUSE)
-        delivered = self._delivered(client, d)
-        missing = [h for h in d.halves if h.msg_id not in delivered]
-        n = self.end_all(client, group, missing, TransactionState.COMMIT)
-        txlog.append_done(txn_id, d.batch, d.epoch, group)
-        return n
+        n = 0
+        for round_ in range(1, FINISH_ROUNDS + 1):
+            self._sleep(RETRY_PAUSE * round_)
+            delivered = self._delivered(client, d)
+            missing = [h for h in d.halves if h.msg_id not in delivered]
+            try:
+                n += self.end_all(client, group, missing, TransactionState.COMMIT)
+            except _Unanswered as exc:
+                if round_ == FINISH_ROUNDS:
+                    raise
+                log.warning("finishing batch %d of %s (round %d): %s; looking again", d.batch, txn_id, round_, exc)
+                continue
+            txlog.append_done(txn_id, d.batch, d.epoch, group)
+            return n
+        raise AssertionError("unreachable")
 
     @staticmethod
     def _delivered(client: MQClient, d: Decision) -> set[str]:
@@ -183,7 +199,8 @@ class Transactions:
                 while busy < per_queue and len(in_flight) < total and q in cursors:
                     h = lanes[q][cursors[q]]
                     addr = client.master_addr(q.topic, q.broker_name)
-                    call = client.end_transaction(h, state, producer_group=group, address=addr)
+                    call = client.end_transaction(h, state, producer_group=group, address=addr,
+                                                  timeout=END_TX_TIMEOUT)
                     assert call is not None
                     in_flight.append((h, call, addr))
                     busy += 1
@@ -194,7 +211,11 @@ class Transactions:
             try:
                 client.check_end_transaction(call, addr)
                 done += 1
-            except TransportError as exc:
+            except (TransportError, BrokerError) as exc:
+                if isinstance(exc, BrokerError) and not is_busy(exc):
+                    raise
+                # no answer, or a busy broker's refusal before it did anything: unknown
+                # whether it was applied (the look in the target queues tells)
                 unanswered.append(f"{h.queue.topic}/{h.queue.broker_name}/{h.queue.queue_id} "
                                   f"{h.msg_id}: {exc}")
                 cursors.pop(h.queue, None)     # nothing more on that queue: order would break

@@ -149,3 +149,46 @@ def test_an_unanswered_end_transaction_stops_its_queue_and_is_reported() -> None
     c = EndClient({halves[0].msg_id: BrokerError(1, "Find prepared transaction message failed")})
     with pytest.raises(BrokerError, match="Find prepared transaction message failed"):
         Transactions.end_all(c, "pg", halves, TransactionState.COMMIT)  # type: ignore[arg-type]
+
+
+def test_a_busy_end_transaction_is_unknown_and_looked_for() -> None:
+    halves = [half(Q0, 0), half(Q1, 1)]
+    c = EndClient({halves[1].msg_id: BrokerError(2, "[TIMEOUT_CLEAN_QUEUE]broker busy")})
+    with pytest.raises(TransportError, match="1 END_TRANSACTION requests got no answer"):
+        Transactions.end_all(c, "pg", halves, TransactionState.COMMIT)  # type: ignore[arg-type]
+
+
+class FinishClient(EndClient):
+    """END_TRANSACTION answers that go missing in the first rounds; the target queues show
+    what was applied."""
+
+    def __init__(self, unanswered_rounds: int) -> None:
+        super().__init__()
+        self.rounds_left = unanswered_rounds
+        self.applied: set[str] = set()
+
+    def check_end_transaction(self, call, address: str) -> None:  # type: ignore[no-untyped-def]
+        self.in_flight[call.h.queue] -= 1
+        self.applied.add(call.h.msg_id)               # applied, whether answered or not
+        if self.rounds_left > 0:
+            raise TransportError("no answer within 30 s")
+
+
+def test_finishing_looks_again_until_every_commit_is_answered_and_commits_each_once(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    halves = tuple(half(Q0, i) for i in range(3))
+    d = Decision(4, "e1", frozenset({(0, 0)}), {Q0: 0}, halves)
+    c = FinishClient(unanswered_rounds=2)
+    sleeps: list[float] = []
+    txns = Transactions(sleep=sleeps.append)
+    log = StubLog({4: d})
+    done: list[int] = []
+    log.append_done = lambda txn_id, batch, epoch, group: done.append(batch)  # type: ignore[attr-defined]
+
+    def delivered(client, decision):  # type: ignore[no-untyped-def]
+        c.rounds_left -= 1
+        return set(c.applied)
+    monkeypatch.setattr(Transactions, "_delivered", staticmethod(delivered))
+    txns._finish(c, "pg", log, d, "id")  # type: ignore[arg-type]
+    assert done == [4]
+    assert [m for m, _ in c.sent] == [h.msg_id for h in halves]   # each committed once: the rest were seen
+    assert sleeps == [2.0, 4.0]
