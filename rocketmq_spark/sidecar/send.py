@@ -27,7 +27,7 @@ from typing import Any, Protocol, Sequence
 from rocketmq_spark.client.busy import is_busy, unreachable, while_busy, while_unreachable
 from rocketmq_spark.client.pipeline import NotSent, PipelineFailed, SendPipeline, keyed_queues
 from rocketmq_spark.client.pipeline import Sender as Sender
-from rocketmq_spark.errors import RocketMQError
+from rocketmq_spark.errors import RequestTimeout, RocketMQError
 from rocketmq_spark.remoting.codes import TransactionState
 from rocketmq_spark.remoting.message import PROP_SHARDING_KEY
 from rocketmq_spark.remoting.route import MessageQueue
@@ -43,6 +43,10 @@ MAX_BATCH_BYTES = 1 << 20
 
 HALF_DEPTH = 64
 SEND_DEPTH = 8
+# A half message without an answer in time is sent again (to its queue) this many times: a
+# copy the broker did store is never committed (the batch's decision names the copy whose
+# answer came) and is rolled back at its check-back.
+HALF_TIMEOUT_RETRIES = 2
 
 
 def explode(result: SendResult, n: int) -> list[SendResult]:
@@ -118,6 +122,15 @@ def send_halves(client: HalfSender, items: Sequence[Outgoing], producer_group: s
 
         def again() -> SendResult:
             return submit(msg, queue).result()
+        for n in range(HALF_TIMEOUT_RETRIES):
+            if not isinstance(exc, RequestTimeout):
+                break
+            log.info("half message to %s: %s; sending it again (%d of %d)", queue, exc, n + 1,
+                     HALF_TIMEOUT_RETRIES)
+            try:
+                return again()
+            except RocketMQError as later:
+                exc = later
         if is_busy(exc):                   # nothing stored: the same half message again, later
             return while_busy(again, exc)
         if unreachable_timeout > 0 and unreachable(exc):

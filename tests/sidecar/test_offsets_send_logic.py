@@ -142,3 +142,35 @@ def test_a_half_message_a_busy_broker_refused_is_sent_again_once() -> None:
     assert sorted(m.body for m in halves.stored[q]) == [f"h{i}".encode() for i in range(5)]
     assert [halves.stored[q][r.queue_offset].body for r in results] == [f"h{i}".encode() for i in range(5)]
     assert halves.refusals == 0
+
+
+def test_a_half_message_without_an_answer_in_time_is_sent_again_and_its_answer_kept() -> None:
+    """The broker stored the first copy but its answer did not come in time: the copy sent
+    again is the one whose result comes back (the decision will name it); the first is
+    left for its check-back to roll back. Past the retries the timeout is raised."""
+    from rocketmq_spark.errors import RequestTimeout
+
+    class Slow(FakeSender):
+        timeouts = 1
+
+        def send_async(self, message, *, queue, producer_group="", **kw):  # type: ignore[no-untyped-def]
+            stored = super().send_async(message, queue=queue, producer_group=producer_group)
+            if self.timeouts:
+                self.timeouts -= 1
+                return Late()
+            return stored
+
+    class Late:
+        def result(self):  # type: ignore[no-untyped-def]
+            raise RequestTimeout("no answer from 127.0.0.1:10911 to request code 310 within 3 s")
+
+    qs = [MessageQueue("t", "broker-a", 0)]
+    halves = Slow(qs)
+    (result,) = send_halves(halves, [Outgoing(Message("t", b"h"), sharding_key="k")], "pg", "tx", tag_property="TAG")
+    assert len(halves.stored[qs[0]]) == 2 and result.queue_offset == 1     # the second copy's answer
+
+    never = Slow(qs)
+    never.timeouts = 99
+    with pytest.raises(RequestTimeout):
+        send_halves(never, [Outgoing(Message("t", b"h"))], "pg", "tx", tag_property="TAG")
+    assert len(never.stored[qs[0]]) == 3                                    # sent, then twice again
