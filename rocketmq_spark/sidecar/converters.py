@@ -14,7 +14,7 @@ from rocketmq_spark.remoting.bodies import (CONSUME_FROM, EXPRESSION_TYPES, MESS
 from rocketmq_spark.remoting.route import MessageQueue
 from rocketmq_spark.sidecar.liveness import ProcessRef
 from rocketmq_spark.sidecar.model import (
-    DEFAULT_MAX_RECONSUME_TIMES, DEFAULT_MAX_ROWS_PER_BATCH, DEFAULT_PULL_BATCH_SIZE,
+    DEFAULT_MAX_RECONSUME_TIMES, DEFAULT_MAX_ROWS_PER_BATCH, DEFAULT_PULL_BATCH_SIZE, DEFAULT_REQUEST_TIMEOUT_MS,
     SIDECAR_GROUP, Cluster, CommitOutcome, HealthInfo, Outgoing, PullSpec, SendBackItem, TxnRef)
 from rocketmq_spark.sidecar.v1 import sidecar_pb2 as pb
 from rocketmq_spark.structs import HalfMessage, Message, QueueOffsets, SendResult
@@ -39,12 +39,13 @@ def tls_to_pb(t: TlsSettings) -> pb.Tls:
 
 def cluster_from_pb(c: pb.Cluster) -> Cluster:
     return Cluster(c.name_server, _opt(c.access_key), _opt(c.secret_key),
-                   tls_from_pb(c.tls) if c.HasField("tls") else None)
+                   tls_from_pb(c.tls) if c.HasField("tls") else None,
+                   c.request_timeout_ms or DEFAULT_REQUEST_TIMEOUT_MS)
 
 
 def cluster_to_pb(c: Cluster) -> pb.Cluster:
     out = pb.Cluster(name_server=c.name_server, access_key=c.access_key or "",
-                     secret_key=c.secret_key or "")
+                     secret_key=c.secret_key or "", request_timeout_ms=c.request_timeout_ms)
     if c.tls is not None:
         out.tls.CopyFrom(tls_to_pb(c.tls))
     return out

@@ -22,6 +22,9 @@ DEFAULT_MAX_ROWS_PER_BATCH = 4096
 DEFAULT_MAX_RECONSUME_TIMES = 16
 
 
+DEFAULT_REQUEST_TIMEOUT_MS = 3_000     # as RocketMQ's producer's sendMsgTimeout
+
+
 @dataclass(frozen=True)
 class Cluster:
     """Which cluster a call talks to; the sidecar keeps one client per distinct value."""
@@ -30,8 +33,11 @@ class Cluster:
     access_key: str | None = None
     secret_key: str | None = field(default=None, repr=False)
     tls: TlsSettings | None = None
+    request_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS   # a request's answer, long polls excepted
 
     def __post_init__(self) -> None:
+        if self.request_timeout_ms <= 0:
+            raise ConfigError(f"cluster request_timeout_ms must be > 0, got {self.request_timeout_ms}")
         if not self.name_server or not self.name_server.strip():
             raise ConfigError("cluster name_server is empty (expected 'host:port' or 'h1:port;h2:port')")
         if bool(self.access_key) != bool(self.secret_key):

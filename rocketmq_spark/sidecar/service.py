@@ -50,7 +50,8 @@ RUNS_AHEAD = 2           # lists of bodies (a run of pulls: <= 4 MiB) fetched ah
 def default_client_factory(cluster: Cluster) -> MQClient:
     try:
         config = ClientConfig.parse(cluster.name_server, access_key=cluster.access_key,
-                                    secret_key=cluster.secret_key, tls=cluster.tls)
+                                    secret_key=cluster.secret_key, tls=cluster.tls,
+                                    request_timeout=cluster.request_timeout_ms / 1000)
     except ValueError as exc:
         raise ConfigError(f"bad name_server {cluster.name_server!r}: {exc}") from None
     return MQClient(config)

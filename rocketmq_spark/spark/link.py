@@ -27,7 +27,7 @@ _mutex = threading.Lock()
 
 
 def cluster_of(opts: SourceOptions) -> Cluster:
-    return Cluster(opts.name_server, opts.access_key, opts.secret_key, opts.tls)
+    return Cluster(opts.name_server, opts.access_key, opts.secret_key, opts.tls, opts.request_timeout_ms)
 
 
 def client(sidecar: str) -> SidecarClient:

@@ -58,6 +58,7 @@ _HOSTPORT_RE = re.compile(r"^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9_.-]+):(\d{1,5})$")
 # A broker that does not answer may be restarting (an Apache broker takes tens of seconds)
 # or dead (a NameServer drops its route after 120 s): its queues wait this long.
 BROKER_UNAVAILABLE_MS = 300_000
+REQUEST_TIMEOUT_MS = 3_000   # a request's answer (sidecar.model.DEFAULT_REQUEST_TIMEOUT_MS), as RocketMQ's sendMsgTimeout
 ARROW_BATCH_ROWS = 4096          # rows per Arrow record batch the sidecar sends back
 
 
@@ -80,6 +81,7 @@ class SourceOptions:
     lock_owner: str
     queue_refresh_ms: int
     broker_unavailable_ms: int = BROKER_UNAVAILABLE_MS
+    request_timeout_ms: int = REQUEST_TIMEOUT_MS
     access_key: str | None = field(default=None, repr=False)
     secret_key: str | None = field(default=None, repr=False)
     arrow_batch_rows: int = ARROW_BATCH_ROWS
@@ -267,6 +269,9 @@ OPTIONS: dict[str, OptionSpec] = {s.name.lower(): s for s in [
     OptionSpec("commitOffsetsToBroker", _bool, "true (default) | false: commit each batch's end to the group"),
     OptionSpec("lockOwner", _owner, "orderly mode's lock owner id (default derived, stable across restarts)"),
     OptionSpec("queueRefreshIntervalMs", _int_range(0), "how often the queue list is re-read (default 5000)"),
+    OptionSpec("requestTimeoutMs", _int_range(100, 600_000),
+               f"how long a request to a NameServer or broker waits for its answer, long polls "
+               f"excepted (default {REQUEST_TIMEOUT_MS}, as RocketMQ's sendMsgTimeout)"),
     OptionSpec("brokerUnavailableTimeoutMs", _int_range(0),
                "how long a broker may not answer before a stream fails (default 300000)"),
     OptionSpec("accessKey", _secret, "ACL access key"),
@@ -419,6 +424,7 @@ def parse(options: Mapping[str, str], kind: ReadKind = "stream") -> SourceOption
         lock_owner=values.get("lockowner") or derived_lock_owner(group, topics, sub),
         queue_refresh_ms=values.get("queuerefreshintervalms", 5000),
         broker_unavailable_ms=values.get("brokerunavailabletimeoutms", BROKER_UNAVAILABLE_MS),
+        request_timeout_ms=values.get("requesttimeoutms", REQUEST_TIMEOUT_MS),
         access_key=values.get("accesskey"),
         secret_key=values.get("secretkey"),
         tls=tls_settings(values),

@@ -46,6 +46,7 @@ class SinkOptions:
     transactional_id: str | None = None
     transaction_log_topic: str = DEFAULT_LOG_TOPIC
     broker_unavailable_ms: int = SINK_BROKER_UNAVAILABLE_MS
+    request_timeout_ms: int = source_options.REQUEST_TIMEOUT_MS
 
     @property
     def exactly_once(self) -> bool:
@@ -58,7 +59,7 @@ class SinkOptions:
 
     @property
     def cluster(self) -> Cluster:
-        return Cluster(self.name_server, self.access_key, self.secret_key, self.tls)
+        return Cluster(self.name_server, self.access_key, self.secret_key, self.tls, self.request_timeout_ms)
 
 
 def _one_topic(name: str, raw: str) -> str:
@@ -111,6 +112,8 @@ SINK_OPTIONS: dict[str, OptionSpec] = {s.name.lower(): s for s in [
                f"how long a keyed row (and every exactly-once row) waits for its queue's broker when it "
                f"cannot be reached (a master restarting) before the task fails (default "
                f"{SINK_BROKER_UNAVAILABLE_MS}; 0: at once); unkeyed rows go to another broker at once"),
+    OptionSpec("requestTimeoutMs", source_options.OPTIONS["requesttimeoutms"].parse,
+               source_options.OPTIONS["requesttimeoutms"].help),
     OptionSpec("transactionLogTopic", _one_topic,
                f"exactly-once: the topic of the transaction log (default {DEFAULT_LOG_TOPIC})"),
     *source_options.TLS_OPTIONS,
@@ -145,4 +148,5 @@ def parse(options: Mapping[str, str]) -> SinkOptions:
         transactional_id=values.get("transactionalid"),
         transaction_log_topic=values.get("transactionlogtopic", DEFAULT_LOG_TOPIC),
         broker_unavailable_ms=values.get("brokerunavailabletimeoutms", SINK_BROKER_UNAVAILABLE_MS),
+        request_timeout_ms=values.get("requesttimeoutms", source_options.REQUEST_TIMEOUT_MS),
     )

@@ -7,16 +7,18 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class Cluster(_message.Message):
-    __slots__ = ("name_server", "access_key", "secret_key", "tls")
+    __slots__ = ("name_server", "access_key", "secret_key", "tls", "request_timeout_ms")
     NAME_SERVER_FIELD_NUMBER: _ClassVar[int]
     ACCESS_KEY_FIELD_NUMBER: _ClassVar[int]
     SECRET_KEY_FIELD_NUMBER: _ClassVar[int]
     TLS_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
     name_server: str
     access_key: str
     secret_key: str
     tls: Tls
-    def __init__(self, name_server: _Optional[str] = ..., access_key: _Optional[str] = ..., secret_key: _Optional[str] = ..., tls: _Optional[_Union[Tls, _Mapping]] = ...) -> None: ...
+    request_timeout_ms: int
+    def __init__(self, name_server: _Optional[str] = ..., access_key: _Optional[str] = ..., secret_key: _Optional[str] = ..., tls: _Optional[_Union[Tls, _Mapping]] = ..., request_timeout_ms: _Optional[int] = ...) -> None: ...
 
 class Tls(_message.Message):
     __slots__ = ("ca_file", "cert_file", "key_file", "key_password", "verify")
