@@ -1,7 +1,7 @@
 """Rows/s of the sink, at-least-once against exactly-once, on the same rows.
 
     python bench/sink_bench.py [--rows N] [--size BYTES] [--keys K] [--partitions P] [--runs R]
-                               [--name-server HOST:PORT]
+                               [--name-server HOST:PORT] [--option KEY=VALUE ...]
 
 An embedded broker (two brokers, async flush) runs in a subprocess, or, with
 ``--name-server``, the cluster there is used (a real Apache cluster: ``scripts/apache-cluster
@@ -50,19 +50,22 @@ def rows_df(spark: Any, n: int, size: int, keys: int, partitions: int) -> Any:
     return spark.range(n, numPartitions=partitions).select(*cols).cache()
 
 
+EXTRA: dict[str, str] = {}      # --option: every write's and stream's, both guarantees
+
+
 def write(df: Any, ns: str, topic: str, guarantee: str) -> float:
     with Timer() as t:
         (df.write.format("rocketmq").mode("append").option("nameServer", ns).option("topic", topic)
-         .option("deliveryGuarantee", guarantee).save())
+         .option("deliveryGuarantee", guarantee).options(**EXTRA).save())
     return t.seconds
 
 
 def stream(spark: Any, ns: str, source: str, sink: str, guarantee: str, n: int, ck: str) -> float:
     q = (spark.readStream.format("rocketmq").option("nameServer", ns).option("topic", source)
          .option("consumerGroup", f"g_{sink}").option("startingOffsets", "earliest")
-         .option("maxMessagesPerTrigger", str(max(1, n // 5))).load().select("body")
+         .option("maxMessagesPerTrigger", str(max(1, n // 5))).options(**EXTRA).load().select("body")
          .writeStream.format("rocketmq").option("nameServer", ns).option("topic", sink)
-         .option("deliveryGuarantee", guarantee).option("checkpointLocation", ck)
+         .option("deliveryGuarantee", guarantee).option("checkpointLocation", ck).options(**EXTRA)
          .trigger(availableNow=True).start())
     with Timer() as t:
         q.awaitTermination()
@@ -111,7 +114,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--partitions", type=int, default=2)
     p.add_argument("--runs", type=int, default=2)
     p.add_argument("--name-server", help="a running cluster's NameServer (default: an embedded broker)")
+    p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                   help="a source and sink option for every run (e.g. requestTimeoutMs=10000)")
     args = p.parse_args(argv)
+    EXTRA.update(o.split("=", 1) for o in args.option)
     sidecar_dir = tempfile.mkdtemp(prefix="rmq-sink-bench-sc-")
     os.chmod(sidecar_dir, 0o700)
     os.environ["ROCKETMQ_SPARK_SIDECAR_DIR"] = sidecar_dir
@@ -150,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
         mq.close()
     rows = [{"what": k, "rows": args.rows, "rows/s (median)": statistics.median(v),
              "rows/s (best)": max(v)} for k, v in results.items()]
-    print(f"cluster: {args.name_server or 'embedded (bench/common.broker_process)'}")
+    print(f"cluster: {args.name_server or 'embedded (bench/common.broker_process)'}; options {EXTRA or 'default'}")
     print(table(rows))
     for kind in ("write", "stream"):
         ratio = statistics.median(results[f"{kind} exactly-once"]) / statistics.median(results[f"{kind} at-least-once"])

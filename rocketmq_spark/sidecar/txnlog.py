@@ -174,6 +174,13 @@ class TxnLog:
                 time.sleep(pause)
                 pause = min(pause * 2, 0.1)
 
+    def known(self, txn_id: str) -> dict[int, Decision]:
+        """The decisions of ``txn_id`` this process has read so far, without asking the
+        broker (``read`` asks)."""
+        with self._lock:
+            state = self._states.get(txn_id)
+            return dict(state.decisions) if state is not None else {}
+
     def _queues(self, through: SendResult | None = None) -> list[MessageQueue]:
         try:
             queues = set(self.client.subscribe_queues(self.topic))

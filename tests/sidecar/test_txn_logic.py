@@ -79,9 +79,16 @@ def test_the_first_decision_of_a_batch_wins_and_done_marks_it() -> None:
 class StubLog:
     def __init__(self, decisions: dict[int, Decision]) -> None:
         self.decisions = decisions
+        self.reads = 0
+        self.seen: dict[int, Decision] = {}
 
     def read(self, txn_id: str) -> dict[int, Decision]:
+        self.reads += 1
+        self.seen = dict(self.decisions)
         return dict(self.decisions)
+
+    def known(self, txn_id: str) -> dict[int, Decision]:
+        return dict(self.seen)
 
 
 @pytest.mark.parametrize("decision, tag, answer", [
@@ -192,3 +199,23 @@ def test_finishing_looks_again_until_every_commit_is_answered_and_commits_each_o
     assert done == [4]
     assert [m for m, _ in c.sent] == [h.msg_id for h in halves]   # each committed once: the rest were seen
     assert sleeps == [2.0, 4.0]
+
+
+def test_check_backs_read_the_log_at_most_once_a_second_and_answer_from_what_was_read() -> None:
+    now = [100.0]
+    txns = Transactions(clock=lambda: now[0])
+    log = StubLog({})
+    txns.log_of = lambda client, topic: log  # type: ignore[method-assign]
+    tag = TxnTag("log", "id", 3, "e1", 0, 5)
+    client = object()
+    assert [txns.state_of(client, tag) for _ in range(1000)] == [TransactionState.UNKNOWN] * 1000  # type: ignore[arg-type]
+    assert log.reads == 1
+    log.decisions = {3: Decision(3, "e1", frozenset({(0, 5)}), {}, (), done=True)}
+    now[0] += 0.5
+    assert txns.state_of(client, tag) == TransactionState.UNKNOWN      # not read yet: safe  # type: ignore[arg-type]
+    now[0] += 0.6
+    assert txns.state_of(client, tag) == TransactionState.ROLLBACK     # read: done  # type: ignore[arg-type]
+    assert log.reads == 2
+    now[0] += 0.1
+    assert txns.state_of(client, tag) == TransactionState.ROLLBACK     # what was read stays true  # type: ignore[arg-type]
+    assert log.reads == 2
