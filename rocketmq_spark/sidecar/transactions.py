@@ -267,8 +267,11 @@ class Transactions:
             return
         name = {TransactionState.COMMIT: "COMMIT", TransactionState.ROLLBACK: "ROLLBACK",
                 TransactionState.UNKNOWN: "UNKNOWN"}[state]
-        log.info("check-back for half message %s of %s batch %d attempt %s: %s", header.msg_id,
-                 tag.txn_id, tag.batch, tag.epoch, name)
+        # UNKNOWN is the answer to every half message of a batch still being written or
+        # committed (tens of thousands in a large batch): logged only when debugging
+        log.log(logging.DEBUG if state == TransactionState.UNKNOWN else logging.INFO,
+                "check-back for half message %s of %s batch %d attempt %s: %s", header.msg_id,
+                tag.txn_id, tag.batch, tag.epoch, name)
         target = HalfMessage(MessageQueue(half.topic, "", half.queue_id), header.commit_log_offset,
                              header.tran_state_table_offset,
                              header.msg_id or half.properties.get(PROP_UNIQ_KEY, ""))
