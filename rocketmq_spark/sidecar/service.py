@@ -267,14 +267,19 @@ class SidecarService:
             return
 
         def reconnect(failed: Any, exc: BaseException) -> Any:
+            nonlocal pooled
             failed.close()
-            client.read_failed(spec.queue, failed.address)
+            if pooled:          # the broker may have closed the pooled connection while idle:
+                pooled = False  # the same address once more, on a new connection
+            else:
+                client.read_failed(spec.queue, failed.address)
             puller = direct(spec.queue, fresh=True)
             opened.append(puller)
             log.info("pulling %s: %s; going on from %s", queue_name(spec.queue), exc, puller.address)
             return puller
 
         yielded = False
+        pooled = True
         opened: list[Any] = []
         try:
             puller = self._first_puller(direct, spec)

@@ -1,8 +1,10 @@
 """The sink while broker-a's master is away (a real Apache cluster, ``ROCKETMQ_APACHE_DIR``):
 unkeyed rows go to the live broker; a keyed row whose queue is broker-a's waits for it
 within ``brokerUnavailableTimeoutMs`` and then fails naming the broker, the queue and the
-option; one that waits while the master restarts is stored once, in its key's order,
-at-least-once and exactly-once alike."""
+option; rows that wait while the master restarts are stored once, in their key's order.
+At-least-once: an exactly-once write's commit appends to the transaction log's first
+queue, which may be the away master's (the job then fails; nothing is committed twice or
+lost), so exactly-once through an outage is not claimed yet (docs/user-guide.md)."""
 
 from __future__ import annotations
 
@@ -41,8 +43,9 @@ def _key_on(queues: list[MessageQueue], broker: str) -> str:
 
 
 def _write(spark: Any, replicated: Replicated, topic: str, rows: list[tuple[str, str | None]], **options: str) -> None:
-    w = spark.createDataFrame(rows, ROWS).write.format("rocketmq").option("nameServer", replicated.namesrv) \
-        .option("topic", topic)
+    # one partition: Spark writes partitions side by side, and a key's order is a task's order
+    w = spark.createDataFrame(rows, ROWS).coalesce(1).write.format("rocketmq") \
+        .option("nameServer", replicated.namesrv).option("topic", topic)
     for k, v in options.items():
         w = w.option(k, v)
     w.mode("append").save()
@@ -57,17 +60,14 @@ def _bodies(replicated: Replicated, queue: MessageQueue, start: int) -> list[byt
         out.extend(m.body for m in res.messages)
 
 
-@pytest.mark.parametrize("guarantee", ["at-least-once", "exactly-once"])
-def test_writes_while_the_master_is_away(spark: Any, replicated: Replicated, tmp_path: Any, guarantee: str) -> None:
+def test_writes_while_the_master_is_away(spark: Any, replicated: Replicated) -> None:
     topic, queues = _topic(replicated)
     key = _key_on(queues, "broker-a")
     keyed_queue = select_queue(key, queues)
     on_b = [q for q in queues if q.broker_name == "broker-b"]
     before_b = sum(replicated.admin.max_offset(q) for q in on_b)
     start = replicated.admin.max_offset(keyed_queue)
-    extra = {"deliveryGuarantee": guarantee}
-    if guarantee == "exactly-once":
-        extra["transactionalId"] = f"failover-{uuid.uuid4().hex[:6]}"
+    extra: dict[str, str] = {}
     replicated.kill_master()
 
     # unkeyed rows: every one on broker-b

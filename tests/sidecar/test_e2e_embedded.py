@@ -122,8 +122,9 @@ def test_commit_then_offsets_show_it(sc: SidecarClient, mq: MQClient, ns: str) -
     assert mq.query_consumer_offset(group, qs[0]) == 2
     other = sc.get_queues(ns, [new_topic(mq, queues=1)])
     fill(mq, other[0], 2)
-    # QUERY_CONSUMER_OFFSET says 0 there, but the group never committed that topic
-    assert mq.query_consumer_offset(group, other[0]) == 0
+    # QUERY_CONSUMER_OFFSET says 0 there (4.x; 5.x when the queue's first entry is already
+    # dispatched, else QUERY_NOT_FOUND), but the group never committed that topic
+    assert mq.query_consumer_offset(group, other[0]) in (0, None)
     assert sc.get_offsets(ns, other, group)[0].committed is None
 
 
