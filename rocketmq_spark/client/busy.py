@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Callable, TypeVar
+from typing import Any, Callable, TypeVar
 
 from rocketmq_spark.errors import BrokerError, BrokerUnavailable, ConnectError, RocketMQError
 from rocketmq_spark.remoting.codes import ResponseCode
@@ -61,6 +61,23 @@ def while_unreachable(attempt: Callable[[], T], first: RocketMQError, *, timeout
             return attempt()
         except RocketMQError as exc:
             last = exc
+
+
+def send_again(again: Callable[[], T], exc: RocketMQError, *, queue: Any, unreachable_timeout: float,
+               route: Callable[..., Any] | None = None) -> T:
+    """A request to ``queue`` whose answer was ``exc``, sent ``again()``: while its broker
+    is busy (``while_busy``), and, with ``unreachable_timeout`` > 0, while its broker cannot
+    be reached (``while_unreachable``, asking ``route(topic, refresh=True)`` for a new master
+    before each attempt); ``exc`` itself otherwise."""
+    if is_busy(exc):
+        return while_busy(again, exc)
+    if unreachable_timeout > 0 and unreachable(exc):
+        return while_unreachable(
+            lambda: while_busy(again), exc, timeout=unreachable_timeout,
+            what=(f"queue {queue.topic}/{queue.broker_name}/{queue.queue_id} of broker {queue.broker_name} "
+                  f"(option 'brokerUnavailableTimeoutMs' is {int(unreachable_timeout * 1000)})"),
+            refresh=(lambda: route(queue.topic, refresh=True)) if route is not None else (lambda: None))
+    raise exc
 
 
 def is_busy(exc: BaseException) -> bool:

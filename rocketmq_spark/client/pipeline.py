@@ -27,7 +27,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable, Hashable, Protocol, Sequence
 
-from rocketmq_spark.client.busy import is_busy, unreachable, while_busy, while_unreachable
+from rocketmq_spark.client.busy import send_again, unreachable
 from rocketmq_spark.errors import BrokerError, RequestTimeout, RocketMQError
 from rocketmq_spark.remoting.codes import DLQ_PREFIX, RETRY_PREFIX
 from rocketmq_spark.remoting.route import MessageQueue
@@ -38,7 +38,7 @@ SEND_OK = "SEND_OK"
 
 
 class Sender(Protocol):
-    def send_queues(self, topic: str) -> list[MessageQueue]: ...
+    def send_queues(self, topic: str, *, keyed: bool = False) -> list[MessageQueue]: ...
     def send_async(self, message: Message, *, queue: MessageQueue, producer_group: str = ...) -> Any: ...
     def send_batch_async(self, messages: Sequence[Message], *, queue: MessageQueue,
                          producer_group: str = ...) -> Any: ...
@@ -71,14 +71,6 @@ class PipelineFailed(RocketMQError):
     def cause(self) -> RocketMQError:
         """The first failed request's own error (a BrokerError keeps its code), else this."""
         return self.errors[0] if self.errors else self
-
-
-def keyed_queues(client: Any, topic: str) -> list[MessageQueue]:
-    """``client.send_queues(topic, keyed=True)`` where the client takes ``keyed``."""
-    try:
-        return client.send_queues(topic, keyed=True)
-    except TypeError:
-        return client.send_queues(topic)
 
 
 def _span(refs: Sequence[Hashable]) -> str:
@@ -124,10 +116,10 @@ class SendPipeline:
 
     def _keyed_queues(self, topic: str) -> list[MessageQueue]:
         """The queues a sharding key picks among: with a broker whose master is away too, so
-        that a key keeps its queue through the outage (``keyed_queues`` of the client)."""
+        that a key keeps its queue through the outage (``send_queues(keyed=True)``)."""
         queues = self._keyed.get(topic)
         if queues is None:
-            queues = self._keyed[topic] = keyed_queues(self.client, topic)
+            queues = self._keyed[topic] = self.client.send_queues(topic, keyed=True)
         return queues
 
     def _queue_for(self, topic: str, key: str | None) -> MessageQueue:
@@ -197,20 +189,9 @@ class SendPipeline:
         except RocketMQError as first:
             exc = first
 
-        def again() -> SendResult:
-            return self._submit(batch, lane.queue).result()
-        if is_busy(exc):
-            return while_busy(again, exc)
-        if lane.ordered and self.unreachable_timeout > 0 and unreachable(exc):
-            q = lane.queue
-            ms = int(self.unreachable_timeout * 1000)
-            route = getattr(self.client, "route", None)
-            return while_unreachable(
-                lambda: while_busy(again), exc, timeout=self.unreachable_timeout,
-                what=(f"queue {q.topic}/{q.broker_name}/{q.queue_id} of broker {q.broker_name} "
-                      f"(option 'brokerUnavailableTimeoutMs' is {ms})"),
-                refresh=(lambda: route(q.topic, refresh=True)) if route is not None else (lambda: None))
-        raise exc
+        return send_again(lambda: self._submit(batch, lane.queue).result(), exc, queue=lane.queue,
+                          unreachable_timeout=self.unreachable_timeout if lane.ordered else 0.0,
+                          route=getattr(self.client, "route", None))
 
     def _settle(self) -> None:
         lane, refs, call, batch = self._pending.popleft()

@@ -73,9 +73,8 @@ def queue_offsets(client: OffsetClient, queues: Sequence[MessageQueue],
         committed = None
         if group and q in listed:
             committed = client.query_consumer_offset(group, q)
-        if replica_reads:
-            return QueueOffsets(q, client.min_offset(q, replica=True), client.max_offset(q, replica=True), committed)
-        return QueueOffsets(q, client.min_offset(q), client.max_offset(q), committed)
+        return QueueOffsets(q, client.min_offset(q, replica=replica_reads),
+                            client.max_offset(q, replica=replica_reads), committed)
     return _pmap(one, list(queues))
 
 

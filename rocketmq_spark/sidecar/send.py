@@ -24,8 +24,8 @@ from collections import deque
 from dataclasses import replace
 from typing import Any, Protocol, Sequence
 
-from rocketmq_spark.client.busy import is_busy, unreachable, while_busy, while_unreachable
-from rocketmq_spark.client.pipeline import NotSent, PipelineFailed, SendPipeline, keyed_queues
+from rocketmq_spark.client.busy import send_again
+from rocketmq_spark.client.pipeline import NotSent, PipelineFailed, SendPipeline
 from rocketmq_spark.client.pipeline import Sender as Sender
 from rocketmq_spark.errors import RequestTimeout, RocketMQError
 from rocketmq_spark.remoting.codes import TransactionState
@@ -86,7 +86,7 @@ def send_all(client: Sender, items: Sequence[Outgoing], producer_group: str, *,
 
 
 class HalfSender(Protocol):
-    def send_queues(self, topic: str) -> list[MessageQueue]: ...
+    def send_queues(self, topic: str, *, keyed: bool = False) -> list[MessageQueue]: ...
     def send_async(self, message: Message, *, queue: MessageQueue, producer_group: str = ...,
                    transactional: bool = False, timeout: float | None = None) -> Any: ...
     def end_transaction(self, half: HalfMessage, state: int, *, producer_group: str,
@@ -131,16 +131,9 @@ def send_halves(client: HalfSender, items: Sequence[Outgoing], producer_group: s
                 return again()
             except RocketMQError as later:
                 exc = later
-        if is_busy(exc):                   # nothing stored: the same half message again, later
-            return while_busy(again, exc)
-        if unreachable_timeout > 0 and unreachable(exc):
-            route = getattr(client, "route", None)
-            return while_unreachable(
-                lambda: while_busy(again), exc, timeout=unreachable_timeout,
-                what=(f"queue {queue.topic}/{queue.broker_name}/{queue.queue_id} of broker {queue.broker_name} "
-                      f"(option 'brokerUnavailableTimeoutMs' is {int(unreachable_timeout * 1000)})"),
-                refresh=(lambda: route(queue.topic, refresh=True)) if route is not None else (lambda: None))
-        raise exc
+        # busy or unreachable: nothing stored, the same half message again, later
+        return send_again(again, exc, queue=queue, unreachable_timeout=unreachable_timeout,
+                          route=getattr(client, "route", None))
 
     def settle() -> None:
         nonlocal failure
@@ -154,7 +147,7 @@ def send_halves(client: HalfSender, items: Sequence[Outgoing], producer_group: s
         msg = item.message
         if item.sharding_key:
             if msg.topic not in keyed:
-                keyed[msg.topic] = keyed_queues(client, msg.topic)
+                keyed[msg.topic] = client.send_queues(msg.topic, keyed=True)
             queue = select_queue(item.sharding_key, keyed[msg.topic])
             props = {**msg.properties, PROP_SHARDING_KEY: item.sharding_key, tag_property: tag}
         else:

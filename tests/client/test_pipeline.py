@@ -45,7 +45,7 @@ class Scripted:
         self.peak: dict[MessageQueue, int] = {}
         self.total_peak = 0
 
-    def send_queues(self, topic: str) -> list[MessageQueue]:
+    def send_queues(self, topic: str, *, keyed: bool = False) -> list[MessageQueue]:
         return QS
 
     def _call(self, queue: MessageQueue, messages: list[Message]) -> Call:

@@ -35,7 +35,7 @@ class Restarting:
         self.refused = 0
         self.routes = 0
 
-    def send_queues(self, topic: str) -> list[MessageQueue]:
+    def send_queues(self, topic: str, *, keyed: bool = False) -> list[MessageQueue]:
         return QS
 
     def route(self, topic: str, *, refresh: bool = False) -> None:

@@ -79,10 +79,10 @@ class FakeOffsetClient:
         self.committed = committed or {}
         self.stats_topics = stats_topics or {}   # group -> topics it committed
 
-    def min_offset(self, queue: MessageQueue) -> int:
+    def min_offset(self, queue: MessageQueue, *, replica: bool = False) -> int:
         return self.queues[queue].min_offset
 
-    def max_offset(self, queue: MessageQueue) -> int:
+    def max_offset(self, queue: MessageQueue, *, replica: bool = False) -> int:
         return self.queues[queue].max_offset
 
     def query_consumer_offset(self, group: str, queue: MessageQueue) -> int | None:
@@ -120,7 +120,7 @@ class FakeSender:
         self.stored: dict[MessageQueue, list[Message]] = {}
         self._rr = 0
 
-    def send_queues(self, topic: str) -> list[MessageQueue]:
+    def send_queues(self, topic: str, *, keyed: bool = False) -> list[MessageQueue]:
         return [q for q in self.queues if q.topic == topic]
 
     def _store(self, msgs: Sequence[Message], queue: MessageQueue | None) -> SendResult:

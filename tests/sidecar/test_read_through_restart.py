@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import logging
 import threading
+from contextlib import contextmanager
 from typing import Iterator
 
+import pyarrow as pa
 import pytest
 
 from rocketmq_spark.client import ClientConfig, MQClient
@@ -41,16 +43,26 @@ def _fill(mq: MQClient) -> None:
         mq.send_batch([Message(TOPIC, b"%06d:" % i + b"x" * BODY) for i in range(first, first + 200)], queue=queue)
 
 
-def test_a_read_goes_on_after_its_broker_restarts(cluster: EmbeddedCluster, caplog: pytest.LogCaptureFixture) -> None:
+@contextmanager
+def reading(cluster: EmbeddedCluster, wait_ms: int) -> Iterator[Iterator[pa.RecordBatch]]:
+    """The topic filled, and a real sidecar's read of its queue's whole range (waiting up to
+    ``wait_ms`` for a broker that goes away)."""
     mq = MQClient(ClientConfig.parse(cluster.namesrv_addr))
     server = SidecarServer("127.0.0.1:0", service=SidecarService())
     try:
         _fill(mq)
         queue = mq.subscribe_queues(TOPIC)[0]
-        broker = cluster.brokers["broker-a"]
-        port = broker.port
-        batches = SidecarClient(server.address).pull_batches(
-            cluster.namesrv_addr, queue, 0, N, max_rows_per_batch=100, broker_unavailable_timeout_ms=60_000)
+        yield SidecarClient(server.address).pull_batches(
+            cluster.namesrv_addr, queue, 0, N, max_rows_per_batch=100, broker_unavailable_timeout_ms=wait_ms)
+    finally:
+        server.stop(grace=0)
+        mq.close()
+
+
+def test_a_read_goes_on_after_its_broker_restarts(cluster: EmbeddedCluster, caplog: pytest.LogCaptureFixture) -> None:
+    broker = cluster.brokers["broker-a"]
+    port = broker.port
+    with reading(cluster, 60_000) as batches:
         seen: list[int] = []
         restarted = threading.Event()
 
@@ -68,26 +80,14 @@ def test_a_read_goes_on_after_its_broker_restarts(cluster: EmbeddedCluster, capl
         assert broker.port == port
         assert seen == list(range(N))               # every offset once, in order
         assert any("no answer at offset" in m for m in caplog.messages)
-    finally:
-        server.stop(grace=0)
-        mq.close()
 
 
 def test_without_a_wait_the_read_fails_with_the_transport_error(cluster: EmbeddedCluster) -> None:
-    mq = MQClient(ClientConfig.parse(cluster.namesrv_addr))
-    server = SidecarServer("127.0.0.1:0", service=SidecarService())
-    try:
-        _fill(mq)
-        queue = mq.subscribe_queues(TOPIC)[0]
-        broker = cluster.brokers["broker-a"]
-        batches = SidecarClient(server.address).pull_batches(
-            cluster.namesrv_addr, queue, 0, N, max_rows_per_batch=100, broker_unavailable_timeout_ms=0)
+    broker = cluster.brokers["broker-a"]
+    with reading(cluster, 0) as batches:
         with pytest.raises((SidecarError, TransportError)) as info:
             for n, _ in enumerate(batches):
                 if n == 1:
                     broker.stop()
         assert "cannot connect" in str(info.value) or "closed" in str(info.value) or "failed" in str(info.value)
         broker.start()
-    finally:
-        server.stop(grace=0)
-        mq.close()
