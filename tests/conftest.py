@@ -48,6 +48,27 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         items[:] = keep
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """A C++ client left running (a test that failed before its shutdown) makes the C++
+    library's exit handlers wait for ever on its threads: end the process at once then,
+    with pytest's exit status, after everything else has been torn down and reported."""
+    import sys
+
+    cpp = sys.modules.get("tests.cppclient")
+    if cpp is None or not cpp._Client.running:
+        return
+    names = ", ".join(sorted(c.instance for c in cpp._Client.running))
+    print(f"\nC++ clients still running at exit ({names}): exiting without the C++ library's "
+          "exit handlers", file=sys.stderr, flush=True)
+    sys.stdout.flush()
+    os._exit(int(getattr(config, "_rocketmq_exitstatus", 1)))
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    session.config._rocketmq_exitstatus = int(exitstatus)  # type: ignore[attr-defined]
+
+
 @pytest.fixture(scope="session")
 def rocketmq(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterHandle]:
     """The cluster integration tests talk to (embedded, or $ROCKETMQ_NAMESRV)."""

@@ -277,6 +277,7 @@ class _Client:
     """Creation, unique instance name, idempotent ``start()``/``shutdown()``, context manager."""
 
     _kind: str  # "Producer", "PushConsumer" or "PullConsumer", as in the C function names
+    running: "set[_Client]" = set()     # started and not shut down (see tests/conftest.py)
 
     def __init__(self, namesrv: str, group: str, instance: str | None = None) -> None:
         self.instance = instance or unique_instance_name(f"cpp-{self._kind.lower()}")
@@ -315,11 +316,13 @@ class _Client:
         if not self._started:
             _call(f"Start{self._kind}", self._live)
             self._started = True
+            _Client.running.add(self)
 
     def shutdown(self) -> None:
         """Shut down (if started) and free the C++ object; the client is unusable afterwards."""
         if not self._handle:
             return
+        _Client.running.discard(self)
         try:
             if self._started:
                 self._started = False

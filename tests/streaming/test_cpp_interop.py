@@ -158,31 +158,32 @@ def test_cpp_orderly_push_consumer_waits_while_the_query_holds_the_queues(
              .trigger(processingTime="200 milliseconds").start())
     cpp = None
     try:
-        wait_until(lambda: sorted(seen) == sorted(first), 90, "the query to read the first messages")
-        wait_until(lambda: committed() == before, 30, "the query's progress on the broker")
-        # the query holds every queue: another owner is refused
-        assert side.lock(cluster, group, "someone-else", queues, keep_renewed=False) == frozenset()
+        try:
+            wait_until(lambda: sorted(seen) == sorted(first), 90, "the query to read the first messages")
+            wait_until(lambda: committed() == before, 30, "the query's progress on the broker")
+            # the query holds every queue: another owner is refused
+            assert side.lock(cluster, group, "someone-else", queues, keep_renewed=False) == frozenset()
 
-        cpp = CppPushConsumer(rocketmq.namesrv_addr, group, topic, orderly=True)
-        cpp.start()
-        wait_until(lambda: cpp.client_id in rocketmq.group_members(group, topic), 30,
-                   "the C++ consumer to register")
-        during = produce("during", 12)
-        wait_until(lambda: sorted(seen) == sorted(first + during), 60,
-                   "the query to read what came while the C++ consumer ran")
-        # one more round: the C++ consumer, asking for locks all along, still got nothing,
-        # and the query kept its locks (renewed)
-        more = produce("more", 4)
-        wait_until(lambda: len(seen) == len(first + during + more), 60, "the next batch")
-        assert cpp.messages == []
-        assert side.lock(cluster, group, "someone-else", queues, keep_renewed=False) == frozenset()
-        wait_until(lambda: committed() == {q: mq.max_offset(q) for q in queues}, 30,
-                   "the query's progress on the broker")
-    finally:
-        query.stop()
-    assert query.exception() is None and cpp is not None
-    assert sorted(seen) == sorted(first + during + more)       # each once
-    try:
+            cpp = CppPushConsumer(rocketmq.namesrv_addr, group, topic, orderly=True)
+            cpp.start()
+            wait_until(lambda: cpp.client_id in rocketmq.group_members(group, topic), 30,
+                       "the C++ consumer to register")
+            during = produce("during", 12)
+            wait_until(lambda: sorted(seen) == sorted(first + during), 60,
+                       "the query to read what came while the C++ consumer ran")
+            # one more round: the C++ consumer, asking for locks all along, still got nothing,
+            # and the query kept its locks (renewed)
+            more = produce("more", 4)
+            wait_until(lambda: len(seen) == len(first + during + more), 60, "the next batch")
+            assert cpp.messages == []
+            assert side.lock(cluster, group, "someone-else", queues, keep_renewed=False) == frozenset()
+            # (the broker's offsets are not compared with the query's here: the C++ client
+            # persists every 5 s the offset of each queue rebalancing assigned it, locked or
+            # not, so while it is in the group it writes its own stale view over the query's)
+        finally:
+            query.stop()
+        assert query.exception() is None and cpp is not None
+        assert sorted(seen) == sorted(first + during + more)       # each once
         # stop() unlocked: the C++ consumer takes the queues and consumes the rest
         rest = produce("after", 8)
         # the C++ client keeps asking for its locks while it waits (its log shows attempts
@@ -195,7 +196,9 @@ def test_cpp_orderly_push_consumer_waits_while_the_query_holds_the_queues(
                                  f"was {query_owner(rocketmq.namesrv_addr, topic, group)!r})") from exc
         got = cpp.messages
     finally:
-        cpp.shutdown()
+        if cpp is not None:
+            cpp.shutdown()      # also when an assertion above fails: a running C++ consumer
+                                # hangs the test process at exit
     assert {m.topic for m in got} == {topic}
     assert len({m.body for m in got}) == len(got), "the C++ consumer got a message twice"
     # The C++ client computes a queue's start offset when rebalancing assigns it the queue
