@@ -29,7 +29,8 @@ from rocketmq_spark.remoting.route import MessageQueue
 from rocketmq_spark.spark import link
 from rocketmq_spark.spark.offsets import (EARLIEST, LATEST, EarliestStart, EndSpec, GroupStart,
                                           LatestEnd, LatestStart, QueueOffsetMap,
-                                          SpecificOffsets, StartSpec, TimestampStart)
+                                          SpecificOffsets, StartSpec, TimestampEnd,
+                                          TimestampStart)
 from rocketmq_spark.sidecar.errors import SidecarUnavailable
 from rocketmq_spark.spark.options import SourceOptions
 from rocketmq_spark.structs import QueueOffsets
@@ -150,9 +151,7 @@ class OffsetReader:
     def resolve_start(self, spec: StartSpec, queues: Sequence[MessageQueue] | None = None) -> QueueOffsetMap:
         queues = self.queues() if queues is None else list(queues)
         if isinstance(spec, TimestampStart):
-            found = self._call(self.opts.sidecar,
-                               lambda c: c.search_offsets(self.cluster, queues, spec.timestamp_ms))
-            return {q: int(found[q]) for q in queues}  # type: ignore[index]
+            return self._at_time(queues, spec.timestamp_ms)
         if isinstance(spec, SpecificOffsets):
             return self._specific(spec.offsets, queues, "startingOffsets", unlisted=EARLIEST)
         info = self.offsets(queues, with_group=isinstance(spec, GroupStart))
@@ -169,9 +168,18 @@ class OffsetReader:
         queues = self.queues() if queues is None else list(queues)
         if isinstance(spec, LatestEnd):
             return self.latest(queues)
+        if isinstance(spec, TimestampEnd):
+            return self._at_time(queues, spec.timestamp_ms)
         if isinstance(spec, SpecificOffsets):
             return self._specific(spec.offsets, queues, "endingOffsets", unlisted=LATEST)
         raise TypeError(f"not an ending position: {spec!r}")
+
+    def _at_time(self, queues: Sequence[MessageQueue], timestamp_ms: int) -> QueueOffsetMap:
+        """Each queue's first offset stored at or after ``timestamp_ms`` (its max offset when
+        none is): a start from that time, or the exclusive end of what came before it."""
+        found = self._call(self.opts.sidecar,
+                           lambda c: c.search_offsets(self.cluster, queues, timestamp_ms))
+        return {q: int(found[q]) for q in queues}  # type: ignore[index]
 
     def _specific(self, given: Mapping[MessageQueue, int], queues: Sequence[MessageQueue],
                   option: str, *, unlisted: int) -> QueueOffsetMap:

@@ -8,7 +8,8 @@ queue, the half-open range ``[start, end)``. In memory the same thing is a
 Spark compares offsets by their JSON text, so :func:`to_json` always produces the same
 text for the same offsets: topics, brokers and queue ids sorted (queue ids numerically).
 
-What the user *asks for* (``startingOffsets`` / ``startingTimestamp`` / ``endingOffsets``)
+What the user *asks for* (``startingOffsets`` / ``startingTimestamp`` / ``endingOffsets`` /
+``endingTimestamp``)
 is a separate type, :data:`StartSpec` / :data:`EndSpec`; the offset reader turns it into
 concrete offsets, and the sentinels a user may write in JSON (``-2`` earliest, ``-1``
 latest, as in Spark's Kafka source) never leave the offset reader.
@@ -27,7 +28,7 @@ __all__ = [
     "QueueOffsetMap", "to_json", "from_json", "dumps", "parse_user_json",
     "EARLIEST", "LATEST",
     "GroupStart", "EarliestStart", "LatestStart", "SpecificOffsets", "TimestampStart",
-    "LatestEnd", "StartSpec", "EndSpec",
+    "LatestEnd", "TimestampEnd", "StartSpec", "EndSpec",
 ]
 
 QueueOffsetMap = dict[MessageQueue, int]
@@ -154,5 +155,13 @@ class LatestEnd:
     """Each queue's max offset at planning time (batch reads)."""
 
 
+@dataclass(frozen=True)
+class TimestampEnd:
+    """Each queue up to (not including) its first message stored at or after
+    ``timestamp_ms`` (batch reads): the messages stored before it."""
+
+    timestamp_ms: int
+
+
 StartSpec = Union[GroupStart, EarliestStart, LatestStart, TimestampStart, SpecificOffsets]
-EndSpec = Union[LatestEnd, SpecificOffsets]
+EndSpec = Union[LatestEnd, TimestampEnd, SpecificOffsets]

@@ -37,7 +37,7 @@ from rocketmq_spark.errors import ConfigError
 from rocketmq_spark.tls import TlsSettings, Verify
 from rocketmq_spark.spark.offsets import (
     EarliestStart, EndSpec, GroupStart, LatestEnd, LatestStart, SpecificOffsets, StartSpec,
-    TimestampStart, parse_user_json)
+    TimestampEnd, TimestampStart, parse_user_json)
 
 if TYPE_CHECKING:
     from rocketmq_spark.remoting.bodies import ConsumerData
@@ -261,6 +261,7 @@ OPTIONS: dict[str, OptionSpec] = {s.name.lower(): s for s in [
     OptionSpec("startingOffsets", _raw, "group | earliest | latest | JSON offsets"),
     OptionSpec("startingTimestamp", _int_range(0), "ms since the epoch: first message stored at or after it"),
     OptionSpec("endingOffsets", _raw, "batch reads: latest (default) | JSON offsets"),
+    OptionSpec("endingTimestamp", _int_range(0), "batch reads, ms since the epoch: end before the first message stored at or after it"),
     OptionSpec("failOnDataLoss", _bool, "true (default) | false"),
     OptionSpec("maxMessagesPerTrigger", _int_range(1), "messages per micro-batch, over all queues"),
     OptionSpec("minPartitions", _int_range(1), "concurrent mode: split queue ranges into at least this many partitions"),
@@ -344,11 +345,17 @@ def _parse_start(values: Mapping[str, Any], kind: ReadKind, message_model: str) 
 
 def _parse_end(values: Mapping[str, Any], kind: ReadKind) -> EndSpec:
     raw = values.get("endingoffsets")
+    ts = values.get("endingtimestamp")
+    for name, value in (("endingOffsets", raw), ("endingTimestamp", ts)):
+        if value is not None and kind == "stream":
+            raise ConfigError(f"option {name!r} applies to batch reads only (spark.read), "
+                              "not to streams")
+    if raw is not None and ts is not None:
+        raise ConfigError("options 'endingOffsets' and 'endingTimestamp' are exclusive: set one")
+    if ts is not None:
+        return TimestampEnd(ts)
     if raw is None:
         return LatestEnd()
-    if kind == "stream":
-        raise ConfigError("option 'endingOffsets' applies to batch reads only (spark.read), "
-                          "not to streams")
     if raw.lower() == "latest":
         return LatestEnd()
     if raw.startswith("{"):
@@ -406,6 +413,12 @@ def parse(options: Mapping[str, str], kind: ReadKind = "stream") -> SourceOption
         raise ConfigError(f"option 'topic': {RETRY_PREFIX + group!r} is read automatically in "
                           f"consumeMode=concurrent; do not list it")
 
+    starting, ending = _parse_start(values, kind, model), _parse_end(values, kind)
+    if (isinstance(starting, TimestampStart) and isinstance(ending, TimestampEnd)
+            and starting.timestamp_ms > ending.timestamp_ms):
+        raise ConfigError(f"option 'startingTimestamp': {starting.timestamp_ms} is after "
+                          f"'endingTimestamp' {ending.timestamp_ms}: the window is empty")
+
     return SourceOptions(
         name_server=values["nameserver"],
         topics=topics,
@@ -413,8 +426,8 @@ def parse(options: Mapping[str, str], kind: ReadKind = "stream") -> SourceOption
         consume_mode=mode,
         message_model=model,
         sub_expression=sub,
-        starting=_parse_start(values, kind, model),
-        ending=_parse_end(values, kind),
+        starting=starting,
+        ending=ending,
         fail_on_data_loss=values.get("failondataloss", True),
         max_messages_per_trigger=values.get("maxmessagespertrigger"),
         min_partitions=values.get("minpartitions"),

@@ -45,7 +45,7 @@ READ_KINDS: tuple[options.ReadKind, ...] = ("stream", "batch")
 def _check_options(opts: Mapping[str, str]) -> None:
     """Fail ``load()`` on options neither a batch read nor a stream accepts. Which of the two
     a read is, Spark tells only when it asks for a reader; the error raised here is the one
-    of the read the options point to (``endingOffsets`` is for batch reads)."""
+    of the read the options point to (``endingOffsets``, ``endingTimestamp``: batch reads)."""
     errors: dict[options.ReadKind, ConfigError] = {}
     for kind in READ_KINDS:
         try:
@@ -53,7 +53,7 @@ def _check_options(opts: Mapping[str, str]) -> None:
             return
         except ConfigError as exc:
             errors[kind] = exc
-    batch = any(str(k).lower() == "endingoffsets" for k in opts)
+    batch = any(str(k).lower() in ("endingoffsets", "endingtimestamp") for k in opts)
     raise errors["batch" if batch else "stream"]
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -102,3 +103,13 @@ def after_available_now(end: Any, start: Any) -> Any:
     from rocketmq_spark.spark import features
 
     return end if features.ADMISSION_CONTROL else start
+
+
+def after_last_store(mq, queues):
+    """A timestamp (ms) later than every message stored so far, once the clock passed it."""
+    stamps = []
+    for q in queues:
+        res = mq.pull(q, mq.max_offset(q) - 1, group="spark-tests", max_nums=1)
+        stamps.append(res.messages[0].store_timestamp)
+    stamp = max(stamps) + 1
+    return stamp if time.time() * 1000 > stamp + 1 else None

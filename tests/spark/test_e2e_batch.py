@@ -7,7 +7,7 @@ import pytest
 from rocketmq_spark.spark import send_back
 from rocketmq_spark.spark.offsets import from_json
 
-from .helpers import create_topic, end_offsets, produce, wait_until
+from .helpers import after_last_store, create_topic, end_offsets, produce, wait_until
 
 
 def batch(spark, cluster, topic, **options):
@@ -51,6 +51,27 @@ def test_batch_read_rejects_an_end_before_the_start(spark, cluster, mq, names):
     with pytest.raises(Exception, match="startingOffsets.*names queue .*/9, which does not exist"):
         bad = '{"%s": {"%s": {"9": 0}}}' % (topic, q0.broker_name)
         batch(spark, cluster, topic, startingOffsets=bad).collect()
+
+
+def test_batch_read_of_a_time_window(spark, cluster, mq, names):
+    topic = names("t")
+    queues = create_topic(mq, topic, 2)
+    before = produce(mq, queues, 8, salt="before")
+    t1 = wait_until(lambda: after_last_store(mq, queues), 10, "the clock to pass the last store time")
+    inside = produce(mq, queues, 10, salt="inside")
+    t2 = wait_until(lambda: after_last_store(mq, queues), 10, "the clock to pass the last store time")
+    after = produce(mq, queues, 6, salt="after")
+
+    def bodies(**window):
+        return sorted(bytes(r.body) for r in batch(spark, cluster, topic, **window).collect())
+
+    assert bodies(startingTimestamp=t1, endingTimestamp=t2) == sorted(s.body for s in inside)
+    assert bodies(endingTimestamp=t1) == sorted(s.body for s in before)
+    assert bodies(startingTimestamp=t2) == sorted(s.body for s in after)
+    assert bodies(endingTimestamp=t2 + 3_600_000) == sorted(s.body for s in before + inside + after)
+    assert bodies(endingTimestamp=0) == []
+    with pytest.raises(Exception, match="startingTimestamp.*after.*endingTimestamp"):
+        bodies(startingTimestamp=t2, endingTimestamp=t1)
 
 
 def test_send_back_redelivers_through_the_retry_topic(spark, cluster, mq, names, tmp_path):

@@ -14,7 +14,7 @@ from rocketmq_spark.spark import features
 from rocketmq_spark.sidecar import Cluster, connect
 from rocketmq_spark.spark.offsets import from_json
 
-from .helpers import (after_available_now, create_topic, end_offsets, produce, rows_per_batch, run_available_now,
+from .helpers import (after_available_now, after_last_store, create_topic, end_offsets, produce, rows_per_batch, run_available_now,
                       wait_until)
 
 
@@ -138,22 +138,10 @@ def test_starting_offsets_variants(spark, cluster, mq, names, tmp_path):
     assert sorted(read("group-again", g3)) == sorted(s.body for s in newest)
 
     # timestamp: the first message stored at or after it
-    stamp = wait_until(lambda: _after_last_store(mq, queues), 10, "the clock to pass the last store time")
+    stamp = wait_until(lambda: after_last_store(mq, queues), 10, "the clock to pass the last store time")
     after = produce(mq, queues, 6, salt="after")
     got = read("ts", names("g4"), startingTimestamp=stamp)
     assert sorted(got) == sorted(s.body for s in after)
-
-
-def _after_last_store(mq, queues):
-    """A timestamp (ms) later than every message stored so far, once the clock passed it."""
-    import time
-
-    stamps = []
-    for q in queues:
-        res = mq.pull(q, mq.max_offset(q) - 1, group="spark-tests", max_nums=1)
-        stamps.append(res.messages[0].store_timestamp)
-    stamp = max(stamps) + 1
-    return stamp if time.time() * 1000 > stamp + 1 else None
 
 
 def test_tag_filter_reads_matching_tags_and_advances_past_the_rest(spark, cluster, mq, names, tmp_path):

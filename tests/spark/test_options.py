@@ -8,7 +8,8 @@ from rocketmq_spark.errors import ConfigError
 from rocketmq_spark.remoting.route import MessageQueue
 from rocketmq_spark.spark import options as opts
 from rocketmq_spark.spark.offsets import (EarliestStart, GroupStart, LatestEnd, LatestStart,
-                                          SpecificOffsets, TimestampStart, dumps, from_json)
+                                          SpecificOffsets, TimestampEnd, TimestampStart, dumps,
+                                          from_json)
 
 BASE = {"nameServer": "127.0.0.1:9876", "topic": "orders"}
 
@@ -51,6 +52,13 @@ BAD = [
      "'startingOffsets': group needs messageModel=clustering"),
     ({"endingOffsets": "latest"}, "stream", "'endingOffsets' applies to batch reads only"),
     ({"endingOffsets": "earliest"}, "batch", "'endingOffsets': 'earliest' is not one of latest"),
+    ({"endingTimestamp": "5"}, "stream", "'endingTimestamp' applies to batch reads only"),
+    ({"endingTimestamp": "-1"}, "batch", "'endingTimestamp': -1 must be >= 0"),
+    ({"endingTimestamp": "noon"}, "batch", "'endingTimestamp': 'noon' is not an integer"),
+    ({"startingTimestamp": "9", "endingTimestamp": "5"}, "batch",
+     "'startingTimestamp': 9 is after 'endingTimestamp' 5"),
+    ({"endingOffsets": "latest", "endingTimestamp": "5"}, "batch",
+     "'endingOffsets' and 'endingTimestamp' are exclusive"),
     ({"endingOffsets": '{"orders": {"b": {"0": -2}}}'}, "batch", "'endingOffsets': -2 (earliest)"),
     ({"failOnDataLoss": "yes"}, "stream", "'failOnDataLoss': 'yes' is not one of true, false"),
     ({"maxMessagesPerTrigger": "0"}, "stream", "'maxMessagesPerTrigger': 0 must be >= 1"),
@@ -134,6 +142,7 @@ def test_ending_offsets_for_batch():
     assert parse("batch").ending == LatestEnd()
     spec = parse("batch", endingOffsets='{"orders": {"b": {"3": 10}}}').ending
     assert spec == SpecificOffsets({MessageQueue("orders", "b", 3): 10})
+    assert parse("batch", endingTimestamp="1700000000000").ending == TimestampEnd(1700000000000)
 
 
 def test_broadcasting_has_no_locks_no_commits_no_retry():
