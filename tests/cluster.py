@@ -9,6 +9,7 @@ every master, and assumes nothing else about what the cluster holds."""
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import uuid
 from contextlib import contextmanager
@@ -35,6 +36,21 @@ class ClusterHandle:
         if self._admin is None:
             self._admin = MQClient(ClientConfig.parse(self.namesrv_addr, request_timeout=10.0))
         return self._admin
+
+    @property
+    def is_5x(self) -> bool:
+        """Whether the cluster's brokers are RocketMQ 5.x, as the test run knows it (not as
+        the client under test reads it): the embedded cluster answers as 4.9.8; a real
+        cluster of scripts/apache-cluster says its version in $ROCKETMQ_APACHE_DIR/cluster.json;
+        another external cluster is asked for its brokers' brokerVersionDesc."""
+        if not self.external:
+            return False
+        started = os.environ.get("ROCKETMQ_APACHE_DIR")
+        if started and (Path(started) / "cluster.json").is_file():
+            return json.loads((Path(started) / "cluster.json").read_text())["version"].startswith("5.")
+        descs = {self.admin.broker_runtime_info(a).get("brokerVersionDesc", "")
+                 for a in self.admin.cluster_brokers().values()}
+        return all(d.startswith("V5_") for d in descs)
 
     def unique(self, prefix: str) -> str:
         """A name no other test (or run, on a shared cluster) uses."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from dataclasses import dataclass
 from typing import Any, Mapping
 
@@ -73,6 +75,26 @@ def decode_runtime_info(body: bytes) -> dict[str, str]:
     if not isinstance(table, dict):
         raise RemoteProtocolError("runtime info table is not an object")
     return {str(k): str(v) for k, v in table.items()}
+
+
+_RELEASE = re.compile(r"V(\d+)_(\d+)_(\d+)")
+# MQVersion ordinals of the releases a broker may name by ordinal only (4.x leaves
+# brokerVersionDesc in; this is the fallback): V4_9_7 407, V4_9_8 409, V5_0_0 413.
+_ORDINALS = ((413, (5, 0, 0)), (409, (4, 9, 8)), (407, (4, 9, 7)), (0, (4,)))
+
+
+def broker_release(info: Mapping[str, str]) -> tuple[int, ...] | None:
+    """A broker's release from its runtime info: ``brokerVersionDesc`` (``V4_9_7``,
+    ``V5_5_0``; a ``-SNAPSHOT`` suffix ignored), else the ``brokerVersion`` ordinal, as the
+    release at or below it that this table knows; None when neither says."""
+    m = _RELEASE.match(info.get("brokerVersionDesc") or "")
+    if m:
+        return tuple(int(g) for g in m.groups())
+    try:
+        ordinal = int(info.get("brokerVersion") or "")
+    except ValueError:
+        return None
+    return next((release for at, release in _ORDINALS if ordinal >= at), None)
 
 
 def dispatch_progress(info: Mapping[str, str]) -> tuple[int, int]:

@@ -32,12 +32,13 @@ from rocketmq_spark.client.direct import DirectConnection, DirectPuller
 from rocketmq_spark.client.ids import UniqIdGenerator
 from rocketmq_spark.client.routes import NameServers, RouteCache
 from rocketmq_spark.client.transport import PendingCall, RequestHandler, Transport
-from rocketmq_spark.errors import BrokerError, ConfigError, RequestTimeout, TransportError
+from rocketmq_spark.errors import BrokerError, ConfigError, RemoteProtocolError, RequestTimeout, TransportError
 from rocketmq_spark.remoting.bodies import (
     ConsumeStats, ConsumerData, HeartbeatData, LockBatchBody, decode_consumer_list,
     decode_lock_ok, subscription_group_body)
 from rocketmq_spark.remoting.codes import DEFAULT_TOPIC, Perm, RequestCode, ResponseCode
 from rocketmq_spark.remoting.command import RemotingCommand
+from rocketmq_spark.remoting.compression import DEFAULT_COMPRESSION, Compression
 from rocketmq_spark.remoting.headers import (
     ConsumerSendMsgBackRequestHeader, CreateTopicRequestHeader, GetConsumerListRequestHeader,
     GetConsumeStatsRequestHeader, OffsetResponseHeader, QueryConsumerOffsetRequestHeader,
@@ -58,7 +59,7 @@ _SEND_FAILOVER = (BrokerError, TransportError)
 
 class MQClient:
     def __init__(self, config: ClientConfig, *, clock: Callable[[], float] = time.monotonic,
-                 compress_threshold: int = producer.COMPRESS_THRESHOLD, send_retries: int = 2,
+                 compression: Compression = DEFAULT_COMPRESSION, send_retries: int = 2,
                  busy_timeout: float = BUSY_TIMEOUT, transport: Transport | None = None) -> None:
         self.config = config
         if bool(config.access_key) != bool(config.secret_key):
@@ -68,7 +69,8 @@ class MQClient:
             if config.access_key and config.secret_key else None
         if config.request_timeout <= 0:
             raise ConfigError(f"request_timeout must be positive, got {config.request_timeout}")
-        self.compress_threshold = compress_threshold
+        self.compression = compression
+        self._broker_releases: dict[str, tuple[int, ...]] = {}
         self.send_retries = send_retries
         self.busy_timeout = busy_timeout
         self._transport = transport or Transport(
@@ -175,7 +177,7 @@ class MQClient:
             addr = self.master_addr(mq.topic, mq.broker_name)
             cmd = producer.send_request(message, queue_id=mq.queue_id, producer_group=producer_group,
                                         uniq_key=uniq, born_timestamp=_now_ms(),
-                                        compress_threshold=self.compress_threshold)
+                                        compression=self._codec_for(addr, self.compression))
             response = self._transport.invoke(addr, cmd, timeout or self.config.request_timeout)
             return producer.send_result(response, queue=mq, msg_id=uniq, address=addr,
                                         request_code=cmd.code)
@@ -191,7 +193,8 @@ class MQClient:
         def attempt(mq: MessageQueue) -> SendResult:
             addr = self.master_addr(mq.topic, mq.broker_name)
             cmd = producer.batch_request(messages, queue_id=mq.queue_id, producer_group=producer_group,
-                                         uniq_keys=uniqs, born_timestamp=_now_ms())
+                                         uniq_keys=uniqs, born_timestamp=_now_ms(),
+                                         compression=self._codec_for(addr, self.compression))
             response = self._transport.invoke(addr, cmd, self.config.request_timeout)
             return producer.send_result(response, queue=mq, msg_id=msg_id, address=addr,
                                         request_code=cmd.code)
@@ -206,7 +209,7 @@ class MQClient:
         addr = self.master_addr(mq.topic, mq.broker_name)
         cmd = producer.send_request(message, queue_id=mq.queue_id, producer_group=producer_group,
                                     uniq_key=uniq, born_timestamp=_now_ms(),
-                                    compress_threshold=self.compress_threshold)
+                                    compression=self._codec_for(addr, self.compression))
         self._transport.invoke_oneway(addr, cmd, self.config.request_timeout)
 
     def _with_failover(self, topic: str, queue: MessageQueue | None,
@@ -274,28 +277,32 @@ class MQClient:
 
     def send_async(self, message: Message, *, queue: MessageQueue,
                    producer_group: str = DEFAULT_PRODUCER_GROUP, transactional: bool = False,
-                   timeout: float | None = None) -> "PendingSend":
+                   timeout: float | None = None,
+                   compression: Compression | None = None) -> "PendingSend":
         """``send`` to ``queue`` sent now, answered later (several can be in flight); with
         ``transactional`` as a half message, which the broker holds until END_TRANSACTION
-        (``HalfMessage.of(result)`` names it)."""
+        (``HalfMessage.of(result)`` names it). ``compression``: this send's, instead of the
+        client's."""
         uniq = producer.uniq_key_of(message) or self._ids.next_id()
         addr = self.master_addr(queue.topic, queue.broker_name)
         cmd = producer.send_request(message, queue_id=queue.queue_id, producer_group=producer_group,
                                     uniq_key=uniq, born_timestamp=_now_ms(),
-                                    compress_threshold=self.compress_threshold,
+                                    compression=self._codec_for(addr, compression or self.compression),
                                     transactional=transactional)
         call = self._transport.submit(addr, cmd, timeout or self.config.request_timeout)
         return PendingSend(call, queue, uniq, addr, cmd.code)
 
     def send_batch_async(self, messages: Sequence[Message], *, queue: MessageQueue,
                          producer_group: str = DEFAULT_PRODUCER_GROUP,
-                         timeout: float | None = None) -> "PendingSend":
+                         timeout: float | None = None,
+                         compression: Compression | None = None) -> "PendingSend":
         """``send_batch`` to ``queue`` sent now, answered later (several can be in flight)."""
         producer.validate_batch(messages)
         uniqs = [producer.uniq_key_of(m) or self._ids.next_id() for m in messages]
         addr = self.master_addr(queue.topic, queue.broker_name)
         cmd = producer.batch_request(messages, queue_id=queue.queue_id, producer_group=producer_group,
-                                     uniq_keys=uniqs, born_timestamp=_now_ms())
+                                     uniq_keys=uniqs, born_timestamp=_now_ms(),
+                                     compression=self._codec_for(addr, compression or self.compression))
         call = self._transport.submit(addr, cmd, timeout or self.config.request_timeout)
         return PendingSend(call, queue, ",".join(uniqs), addr, cmd.code)
 
@@ -668,6 +675,34 @@ class MQClient:
         response = self._call(str(host), request(RequestCode.VIEW_MESSAGE_BY_ID,
                                                  ViewMessageRequestHeader(offset)))
         return decode_message(response.body)[0]
+
+    def broker_release(self, address: str) -> tuple[int, ...]:
+        """The broker's release, e.g. ``(5, 5, 0)``, from GET_BROKER_RUNTIME_INFO (its
+        ``brokerVersionDesc``, ``V5_5_0``; 5.x brokers leave out the ``brokerVersion``
+        ordinal), asked once per address."""
+        release = self._broker_releases.get(address)
+        if release is None:
+            info = self.broker_runtime_info(address)
+            release = admin.broker_release(info)
+            if release is None:
+                raise RemoteProtocolError(
+                    f"broker {address} answers brokerVersionDesc {info.get('brokerVersionDesc')!r} "
+                    f"and brokerVersion {info.get('brokerVersion')!r}: no release in either")
+            self._broker_releases[address] = release
+        return release
+
+    def _codec_for(self, address: str, compression: Compression) -> Compression:
+        """``compression``, once the broker at ``address`` is one whose consumers read it:
+        ConfigError when it names lz4 or zstd and the broker is older than 5.0 (its
+        consumers inflate every compressed body as zlib)."""
+        if compression.needs_5x:
+            release = self.broker_release(address)
+            if release < (5,):
+                raise ConfigError(
+                    f"compressionType {compression.codec!r} needs RocketMQ 5.x brokers (consumers "
+                    f"before 5.0 read zlib bodies only); the broker at {address} is "
+                    f"{'.'.join(map(str, release))}: use zlib, the default")
+        return compression
 
     def broker_runtime_info(self, address: str) -> dict[str, str]:
         return admin.decode_runtime_info(

@@ -6,7 +6,9 @@ the process's ``sharding.ROUND_ROBIN`` over the topic's send queues, a batch at 
 pipelines one after the other go on where the last stopped); a batch goes out as
 SEND_BATCH_MESSAGE once it holds ``batch_size`` messages or ``batch_bytes`` bytes (a single message as
 SEND_MESSAGE_V2; delayed messages and %RETRY%/%DLQ% topics alone: brokers refuse them in
-batches). A request a busy broker refused (SYSTEM_BUSY: nothing stored) goes again to the
+batches). Bodies at or over ``compression``'s threshold are compressed; a batch holds
+compressed bodies only or none (the broker stores each item with the batch's sysFlag), so a
+lane's batch goes out when the next body would change that. A request a busy broker refused (SYSTEM_BUSY: nothing stored) goes again to the
 same queue after a pause (``busy``). A request without a key that a broker refuses with
 another retriable code is sent once more to another broker's queue (never after a
 timeout: it may have been stored); one whose broker cannot be reached (no connection, no
@@ -30,6 +32,7 @@ from typing import Any, Callable, Hashable, Protocol, Sequence
 from rocketmq_spark.client.busy import send_again, unreachable
 from rocketmq_spark.errors import BrokerError, RequestTimeout, RocketMQError
 from rocketmq_spark.remoting.codes import DLQ_PREFIX, RETRY_PREFIX
+from rocketmq_spark.remoting.compression import DEFAULT_COMPRESSION, Compression
 from rocketmq_spark.remoting.route import MessageQueue
 from rocketmq_spark.sharding import ROUND_ROBIN, RoundRobin, select_queue
 from rocketmq_spark.structs import Message, SendResult
@@ -39,9 +42,10 @@ SEND_OK = "SEND_OK"
 
 class Sender(Protocol):
     def send_queues(self, topic: str, *, keyed: bool = False) -> list[MessageQueue]: ...
-    def send_async(self, message: Message, *, queue: MessageQueue, producer_group: str = ...) -> Any: ...
+    def send_async(self, message: Message, *, queue: MessageQueue, producer_group: str = ...,
+                   compression: Compression | None = None) -> Any: ...
     def send_batch_async(self, messages: Sequence[Message], *, queue: MessageQueue,
-                         producer_group: str = ...) -> Any: ...
+                         producer_group: str = ..., compression: Compression | None = None) -> Any: ...
 
 
 @dataclass(frozen=True)
@@ -85,15 +89,18 @@ class _Lane:
     refs: list[Hashable] = field(default_factory=list)
     size: int = 0
     in_flight: int = 0
+    compressed: bool = False         # the batch's bodies go compressed
 
 
 class SendPipeline:
     def __init__(self, client: Sender, *, producer_group: str, batch_size: int = 256,
                  batch_bytes: int = 1 << 20, depth: int = 16,
                  on_result: Callable[[Sequence[Hashable], SendResult], None] | None = None,
-                 rotation: RoundRobin = ROUND_ROBIN, unreachable_timeout: float = 0.0) -> None:
+                 rotation: RoundRobin = ROUND_ROBIN, unreachable_timeout: float = 0.0,
+                 compression: Compression = DEFAULT_COMPRESSION) -> None:
         if batch_size < 1 or depth < 1:
             raise ValueError("batch_size and depth must be >= 1")
+        self.compression = compression
         self.unreachable_timeout = unreachable_timeout
         self.client, self.group = client, producer_group
         self.batch_size, self.batch_bytes, self.depth = batch_size, batch_bytes, depth
@@ -148,8 +155,10 @@ class SendPipeline:
             lane.batch, lane.refs, lane.size = [message], [ref], size
             self._flush(lane)
             return
-        if lane.batch and lane.size + size > self.batch_bytes:
+        compressed = self.compression.applies(len(message.body))
+        if lane.batch and (lane.size + size > self.batch_bytes or lane.compressed != compressed):
             self._flush(lane)
+        lane.compressed = compressed
         lane.batch.append(message)
         lane.refs.append(ref)
         lane.size += size
@@ -176,8 +185,10 @@ class SendPipeline:
         master address) as an answer that raises its error."""
         try:
             if len(batch) == 1:
-                return self.client.send_async(batch[0], queue=queue, producer_group=self.group)
-            return self.client.send_batch_async(batch, queue=queue, producer_group=self.group)
+                return self.client.send_async(batch[0], queue=queue, producer_group=self.group,
+                                              compression=self.compression)
+            return self.client.send_batch_async(batch, queue=queue, producer_group=self.group,
+                                                compression=self.compression)
         except RocketMQError as exc:
             return NotSent(exc)
 

@@ -2,17 +2,19 @@
 
 A single message goes out as SEND_MESSAGE_V2 with the one-letter header, its properties
 carrying UNIQ_KEY (the client id we generate), WAIT=true, TAGS, KEYS and DELAY; bodies
-of ``compress_threshold`` bytes or more are zlib-compressed (level 5, sysFlag 1) as the
-Java producer does; a transactional send adds TRAN_MSG / PGROUP and the prepared sysFlag
+at or over the threshold of a ``Compression`` (default: 4096 bytes, zlib level 5, sysFlag 1)
+are compressed as the Java producer does; a transactional send adds TRAN_MSG / PGROUP and the prepared sysFlag
 (a half message), which END_TRANSACTION commits or rolls back. A batch goes out as
 SEND_BATCH_MESSAGE with ``m=true`` and a body of batch entries, each with its own
-properties; batches are never compressed (and never transactional: brokers refuse them). Sends to a
+properties; its bodies are compressed when every one of them is at or over the threshold
+(the broker stores each item with the batch's sysFlag, so a batch is compressed whole or
+not at all; the Java producer never compresses a batch), and a batch is never
+transactional (brokers refuse it). Sends to a
 ``%RETRY%`` topic move RECONSUME_TIME / MAX_RECONSUME_TIMES into header fields j and l.
 """
 
 from __future__ import annotations
 
-import zlib
 from typing import Sequence
 
 from rocketmq_spark.client.calls import check, request
@@ -20,6 +22,7 @@ from rocketmq_spark.remoting.codes import (
     DEFAULT_TOPIC, RETRY_PREFIX, SEND_STATUS, SEND_STORED_CODES, MessageSysFlag, RequestCode,
     TransactionState)
 from rocketmq_spark.remoting.command import RemotingCommand
+from rocketmq_spark.remoting.compression import COMPRESS_OVER_BYTES, DEFAULT_COMPRESSION, Compression
 from rocketmq_spark.remoting.headers import (EndTransactionRequestHeader, SendMessageRequestHeader,
                                             SendMessageResponseHeader)
 from rocketmq_spark.remoting.message import (
@@ -29,8 +32,7 @@ from rocketmq_spark.remoting.message import (
 from rocketmq_spark.remoting.route import MessageQueue
 from rocketmq_spark.structs import HalfMessage, Message, SendResult
 
-COMPRESS_THRESHOLD = 4 * 1024   # Java's compressMsgBodyOverHowmuch
-COMPRESS_LEVEL = 5
+COMPRESS_THRESHOLD = COMPRESS_OVER_BYTES
 DEFAULT_TOPIC_QUEUE_NUMS = 4
 
 
@@ -80,7 +82,7 @@ def message_properties(message: Message, uniq_key: str) -> dict[str, str]:
 
 
 def send_request(message: Message, *, queue_id: int, producer_group: str, uniq_key: str,
-                 born_timestamp: int, compress_threshold: int = COMPRESS_THRESHOLD,
+                 born_timestamp: int, compression: Compression = DEFAULT_COMPRESSION,
                  transactional: bool = False) -> RemotingCommand:
     """SEND_MESSAGE_V2 of ``message``; ``transactional``: as a half message (TRAN_MSG=true,
     PGROUP, sysFlag TRANSACTION_PREPARED_TYPE, as the Java producer's
@@ -98,8 +100,8 @@ def send_request(message: Message, *, queue_id: int, producer_group: str, uniq_k
         if PROP_MAX_RECONSUME_TIMES in props:
             max_reconsume = int(props.pop(PROP_MAX_RECONSUME_TIMES))
     body, sys_flag = bytes(message.body), 0
-    if compress_threshold >= 0 and len(body) >= compress_threshold:
-        body, sys_flag = zlib.compress(body, COMPRESS_LEVEL), MessageSysFlag.COMPRESSED
+    if compression.applies(len(body)):
+        body, sys_flag = compression.deflate(body), compression.sys_flag
     if transactional:
         sys_flag |= MessageSysFlag.TRANSACTION_PREPARED_TYPE
     header = SendMessageRequestHeader(
@@ -128,13 +130,17 @@ def validate_batch(messages: Sequence[Message]) -> str:
 
 
 def batch_request(messages: Sequence[Message], *, queue_id: int, producer_group: str,
-                  uniq_keys: Sequence[str], born_timestamp: int) -> RemotingCommand:
+                  uniq_keys: Sequence[str], born_timestamp: int,
+                  compression: Compression = DEFAULT_COMPRESSION) -> RemotingCommand:
     topic = validate_batch(messages)
-    items = [BatchItem(body=bytes(m.body), properties=message_properties(m, uid), flag=m.flag)
+    compress = all(compression.applies(len(m.body)) for m in messages)
+    items = [BatchItem(body=compression.deflate(bytes(m.body)) if compress else bytes(m.body),
+                       properties=message_properties(m, uid), flag=m.flag)
              for m, uid in zip(messages, uniq_keys, strict=True)]
     header = SendMessageRequestHeader(
         producer_group=producer_group, topic=topic, default_topic=DEFAULT_TOPIC,
-        default_topic_queue_nums=DEFAULT_TOPIC_QUEUE_NUMS, queue_id=queue_id, sys_flag=0,
+        default_topic_queue_nums=DEFAULT_TOPIC_QUEUE_NUMS, queue_id=queue_id,
+        sys_flag=compression.sys_flag if compress else 0,
         born_timestamp=born_timestamp, flag=0, properties=encode_properties({PROP_WAIT: "true"}),
         reconsume_times=0, unit_mode=False, batch=True)
     return request(RequestCode.SEND_BATCH_MESSAGE, header.to_v2_ext(), encode_batch(items))

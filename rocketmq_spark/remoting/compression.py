@@ -11,6 +11,7 @@ come from the ``lz4`` and ``zstandard`` packages, imported on first use.
 from __future__ import annotations
 
 import zlib
+from dataclasses import dataclass
 from typing import Callable
 
 from rocketmq_spark.errors import RemoteProtocolError
@@ -42,6 +43,10 @@ def _zstd_deflate(data: bytes, level: int) -> bytes:
     return zstandard.ZstdCompressor(level=level).compress(data)
 
 
+def _zlib_deflate(data: bytes, level: int) -> bytes:
+    return zlib.compress(data, level)
+
+
 # compression type bits -> (name, inflate)
 INFLATE: dict[int, tuple[str, Callable[[bytes], bytes]]] = {
     0: ("zlib", zlib.decompress),                       # a 4.x producer: bit 0 only
@@ -52,7 +57,7 @@ INFLATE: dict[int, tuple[str, Callable[[bytes], bytes]]] = {
 
 # name -> (compression type bits, deflate(data, level), Java's default level)
 DEFLATE: dict[str, tuple[int, Callable[[bytes, int], bytes], int]] = {
-    "zlib": (MessageSysFlag.COMPRESSION_ZLIB, zlib.compress, 5),
+    "zlib": (MessageSysFlag.COMPRESSION_ZLIB, _zlib_deflate, 5),
     "lz4": (MessageSysFlag.COMPRESSION_LZ4, _lz4_deflate, 0),
     "zstd": (MessageSysFlag.COMPRESSION_ZSTD, _zstd_deflate, 3),
 }
@@ -71,3 +76,49 @@ def inflate(sys_flag: int, body: bytes) -> bytes:
         return fn(body)
     except Exception as exc:  # noqa: BLE001 - each codec has its own error types
         raise RemoteProtocolError(f"a {name} compressed body does not inflate: {exc}") from None
+
+
+CODECS: tuple[str, ...] = ("zlib", "lz4", "zstd", "none")
+COMPRESS_OVER_BYTES = 4 * 1024   # Java's compressMsgBodyOverHowmuch
+NEEDS_5X = frozenset({"lz4", "zstd"})   # 4.x consumers inflate every compressed body as zlib
+
+
+@dataclass(frozen=True)
+class Compression:
+    """How a producer compresses what it sends: bodies of ``over_bytes`` or more with
+    ``codec`` (``none``: never), as the Java producer's ``compressType`` and
+    ``compressMsgBodyOverHowmuch`` (defaults zlib and 4096). zlib sets sysFlag bit 0 only,
+    as 4.x producers and the C++ client do, which every consumer reads; lz4 and zstd add
+    their 5.x type bits, which consumers before 5.0 cannot read (``needs_5x``)."""
+
+    codec: str = "zlib"
+    over_bytes: int = COMPRESS_OVER_BYTES
+
+    def __post_init__(self) -> None:
+        if self.codec not in CODECS:
+            raise ValueError(f"compression {self.codec!r} is not one of {', '.join(CODECS)}")
+        if self.over_bytes < 0:
+            raise ValueError(f"compression threshold must be >= 0 bytes, got {self.over_bytes}")
+
+    @property
+    def needs_5x(self) -> bool:
+        return self.codec in NEEDS_5X
+
+    def applies(self, size: int) -> bool:
+        """Whether a body of ``size`` bytes goes compressed."""
+        return self.codec != "none" and size >= self.over_bytes
+
+    @property
+    def sys_flag(self) -> int:
+        """The sysFlag bits of a body this compresses."""
+        if self.codec == "zlib":
+            return MessageSysFlag.COMPRESSED
+        return MessageSysFlag.COMPRESSED | DEFLATE[self.codec][0]
+
+    def deflate(self, body: bytes) -> bytes:
+        _, fn, level = DEFLATE[self.codec]
+        return fn(body, level)
+
+
+DEFAULT_COMPRESSION = Compression()
+NO_COMPRESSION = Compression("none")

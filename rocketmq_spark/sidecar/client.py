@@ -16,6 +16,7 @@ import grpc
 import pyarrow as pa
 
 from rocketmq_spark.remoting.bodies import ConsumerData
+from rocketmq_spark.remoting.compression import Compression
 from rocketmq_spark.remoting.route import MessageQueue
 from rocketmq_spark.sidecar import arrow, liveness, shm
 from rocketmq_spark.sidecar import converters as cv
@@ -208,16 +209,18 @@ class SidecarClient:
 
     def send(self, cluster: Cluster | str, messages: Sequence[Message | Outgoing], *,
              producer_group: str | None = None, transaction_tag: str | None = None,
-             broker_unavailable_timeout_ms: int = 0) -> list[SendResult]:
+             broker_unavailable_timeout_ms: int = 0,
+             compression: Compression | None = None) -> list[SendResult]:
         """Send ``messages`` (``Outgoing`` to give a sharding key); results in order. With
         ``transaction_tag`` (``TxnTag.encode()``) as half messages, for exactly-once writes.
         ``broker_unavailable_timeout_ms``: how long a keyed or half message waits for a
-        broker that cannot be reached."""
+        broker that cannot be reached. ``compression``: None, the Java producer's default."""
         items = [m if isinstance(m, Outgoing) else Outgoing(m) for m in messages]
         r = self._call(self._stub.Send, pb.SendRequest(
             cluster=cv.cluster_to_pb(Cluster.of(cluster)), producer_group=producer_group or "",
             messages=[cv.out_message_to_pb(o) for o in items], transaction_tag=transaction_tag or "",
-            broker_unavailable_timeout_ms=broker_unavailable_timeout_ms),
+            broker_unavailable_timeout_ms=broker_unavailable_timeout_ms,
+            compression=cv.compression_to_pb(compression) if compression is not None else None),
             timeout=self.timeout + broker_unavailable_timeout_ms / 1000)
         return [cv.send_result_from_pb(x) for x in r.results]
 

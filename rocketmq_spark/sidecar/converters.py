@@ -11,6 +11,7 @@ from typing import Iterable, Mapping
 from rocketmq_spark.errors import ConfigError
 from rocketmq_spark.remoting.bodies import (CONSUME_FROM, EXPRESSION_TYPES, MESSAGE_MODELS, ConsumerData,
                                             SubscriptionData)
+from rocketmq_spark.remoting.compression import DEFAULT_COMPRESSION, Compression
 from rocketmq_spark.remoting.route import MessageQueue
 from rocketmq_spark.sidecar.liveness import ProcessRef
 from rocketmq_spark.sidecar.model import (
@@ -194,6 +195,19 @@ def out_message_to_pb(o: Outgoing) -> pb.OutMessage:
     return pb.OutMessage(topic=m.topic, body=m.body, tags=m.tags or "", keys=m.keys or "",
                          properties=dict(m.properties), sharding_key=o.sharding_key or "",
                          delay_level=m.delay_level)
+
+
+def compression_from_pb(r: pb.SendRequest) -> Compression:
+    if not r.HasField("compression"):
+        return DEFAULT_COMPRESSION
+    try:
+        return Compression(r.compression.codec or DEFAULT_COMPRESSION.codec, r.compression.over_bytes)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def compression_to_pb(c: Compression) -> pb.Compression:
+    return pb.Compression(codec=c.codec, over_bytes=c.over_bytes)
 
 
 def send_result_to_pb(r: SendResult) -> pb.SendResult:

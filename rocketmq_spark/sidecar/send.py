@@ -29,6 +29,7 @@ from rocketmq_spark.client.pipeline import NotSent, PipelineFailed, SendPipeline
 from rocketmq_spark.client.pipeline import Sender as Sender
 from rocketmq_spark.errors import RequestTimeout, RocketMQError
 from rocketmq_spark.remoting.codes import TransactionState
+from rocketmq_spark.remoting.compression import DEFAULT_COMPRESSION, Compression
 from rocketmq_spark.remoting.message import PROP_SHARDING_KEY
 from rocketmq_spark.remoting.route import MessageQueue
 from rocketmq_spark.sharding import ROUND_ROBIN, RoundRobin, select_queue
@@ -60,7 +61,8 @@ def explode(result: SendResult, n: int) -> list[SendResult]:
 
 def send_all(client: Sender, items: Sequence[Outgoing], producer_group: str, *,
              max_batch_messages: int = MAX_BATCH_MESSAGES, max_batch_bytes: int = MAX_BATCH_BYTES,
-             depth: int = SEND_DEPTH, unreachable_timeout: float = 0.0) -> list[SendResult]:
+             depth: int = SEND_DEPTH, unreachable_timeout: float = 0.0,
+             compression: Compression = DEFAULT_COMPRESSION) -> list[SendResult]:
     """Every message acknowledged, results in request order; PipelineFailed (a RocketMQError
     naming the broker's code) when any request failed. ``unreachable_timeout``: how long a
     keyed message waits for a broker that cannot be reached (``SendPipeline``)."""
@@ -72,7 +74,7 @@ def send_all(client: Sender, items: Sequence[Outgoing], producer_group: str, *,
 
     pipe = SendPipeline(client, producer_group=producer_group, batch_size=max_batch_messages,
                         batch_bytes=max_batch_bytes, depth=depth, on_result=record,
-                        unreachable_timeout=unreachable_timeout)
+                        unreachable_timeout=unreachable_timeout, compression=compression)
     for i, item in enumerate(items):
         msg = item.message
         if item.sharding_key:
@@ -88,14 +90,16 @@ def send_all(client: Sender, items: Sequence[Outgoing], producer_group: str, *,
 class HalfSender(Protocol):
     def send_queues(self, topic: str, *, keyed: bool = False) -> list[MessageQueue]: ...
     def send_async(self, message: Message, *, queue: MessageQueue, producer_group: str = ...,
-                   transactional: bool = False, timeout: float | None = None) -> Any: ...
+                   transactional: bool = False, timeout: float | None = None,
+                   compression: Compression | None = None) -> Any: ...
     def end_transaction(self, half: HalfMessage, state: int, *, producer_group: str,
                         oneway: bool = False) -> Any: ...
 
 
 def send_halves(client: HalfSender, items: Sequence[Outgoing], producer_group: str, tag: str, *,
                 tag_property: str, depth: int = HALF_DEPTH,
-                rotation: RoundRobin = ROUND_ROBIN, unreachable_timeout: float = 0.0) -> list[SendResult]:
+                rotation: RoundRobin = ROUND_ROBIN, unreachable_timeout: float = 0.0,
+                compression: Compression = DEFAULT_COMPRESSION) -> list[SendResult]:
     """Each message as a half message tagged ``tag``; results (the half messages' offsets)
     in request order. A half message whose broker is busy, or cannot be reached (nothing
     sent; for up to ``unreachable_timeout`` seconds), goes again to its queue. The first
@@ -110,7 +114,8 @@ def send_halves(client: HalfSender, items: Sequence[Outgoing], producer_group: s
 
     def submit(msg: Message, queue: MessageQueue) -> Any:
         try:
-            return client.send_async(msg, queue=queue, producer_group=producer_group, transactional=True)
+            return client.send_async(msg, queue=queue, producer_group=producer_group, transactional=True,
+                                     compression=compression)
         except RocketMQError as exc:       # could not go out: the error is its answer
             return NotSent(exc)
 

@@ -25,6 +25,7 @@ from rocketmq_spark.remoting.message import (PROP_UNIQ_KEY, HostPort, MessageExt
                                              parse_subscription)
 from rocketmq_spark.remoting.bodies import ConsumerData
 from rocketmq_spark.remoting.codes import RequestCode
+from rocketmq_spark.remoting.compression import DEFAULT_COMPRESSION, Compression
 from rocketmq_spark.remoting.route import MessageQueue
 from rocketmq_spark.sidecar import arrow, columnar, offsets, send, shm
 from rocketmq_spark.sidecar.locks import LOCK_LEASE, LOCK_RENEW_INTERVAL, LockKeeper, LockKey
@@ -350,16 +351,19 @@ class SidecarService:
             raise errors[0]
 
     def send(self, cluster: Cluster, producer_group: str | None, items: Sequence[Outgoing], *,
-             transaction_tag: str | None = None, unreachable_timeout_ms: int = 0) -> list[SendResult]:
+             transaction_tag: str | None = None, unreachable_timeout_ms: int = 0,
+             compression: Compression = DEFAULT_COMPRESSION) -> list[SendResult]:
         group = producer_group or DEFAULT_PRODUCER_GROUP
         wait = max(0, unreachable_timeout_ms) / 1000
         if transaction_tag is None:
-            return send.send_all(self.client(cluster), items, group, unreachable_timeout=wait)
+            return send.send_all(self.client(cluster), items, group, unreachable_timeout=wait,
+                                 compression=compression)
         if TxnTag.parse(transaction_tag) is None:
             raise ConfigError(f"transaction tag {transaction_tag!r} is not "
                               "<log topic>|<id>|<batch>|<epoch>|<partition>|<attempt>")
         return send.send_halves(self._transactional(cluster, group), items, group, transaction_tag,
-                                tag_property=TAG_PROPERTY, unreachable_timeout=wait)
+                                tag_property=TAG_PROPERTY, unreachable_timeout=wait,
+                                compression=compression)
 
     def commit_transaction(self, cluster: Cluster, producer_group: str, txn: TxnRef,
                            tasks: Sequence[tuple[int, int]], halves: Sequence[HalfMessage], *,

@@ -145,7 +145,8 @@ class SidecarServicer(pb_grpc.SidecarServicer):
         results = self.service.send(cv.cluster_from_pb(request.cluster), request.producer_group,
                                     [cv.out_message_from_pb(m) for m in request.messages],
                                     transaction_tag=request.transaction_tag or None,
-                                    unreachable_timeout_ms=request.broker_unavailable_timeout_ms)
+                                    unreachable_timeout_ms=request.broker_unavailable_timeout_ms,
+                                    compression=cv.compression_from_pb(request))
         return pb.SendResponse(results=[cv.send_result_to_pb(r) for r in results])
 
     @grpc_errors

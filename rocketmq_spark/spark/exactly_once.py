@@ -139,7 +139,8 @@ def sidecar_send(opts: SinkOptions, tag: str) -> Send:
     def send(items: Sequence[Outgoing]) -> list[SendResult]:
         return link.call(opts.sidecar, lambda c: c.send(cluster, items, producer_group=opts.group,
                                                         transaction_tag=tag,
-                                                        broker_unavailable_timeout_ms=opts.broker_unavailable_ms))
+                                                        broker_unavailable_timeout_ms=opts.broker_unavailable_ms,
+                                                        compression=opts.compression))
     return send
 
 

@@ -16,6 +16,7 @@ from typing import Any, Callable, Mapping
 
 from rocketmq_spark.errors import ConfigError
 from rocketmq_spark.client.mqclient import DEFAULT_PRODUCER_GROUP
+from rocketmq_spark.remoting.compression import CODECS, COMPRESS_OVER_BYTES, DEFAULT_COMPRESSION, Compression
 from rocketmq_spark.sidecar import Cluster
 from rocketmq_spark.sidecar.model import check_id
 from rocketmq_spark.sidecar.txnlog import DEFAULT_LOG_TOPIC
@@ -47,6 +48,7 @@ class SinkOptions:
     transaction_log_topic: str = DEFAULT_LOG_TOPIC
     broker_unavailable_ms: int = SINK_BROKER_UNAVAILABLE_MS
     request_timeout_ms: int = source_options.REQUEST_TIMEOUT_MS
+    compression: Compression = DEFAULT_COMPRESSION
 
     @property
     def exactly_once(self) -> bool:
@@ -114,6 +116,12 @@ SINK_OPTIONS: dict[str, OptionSpec] = {s.name.lower(): s for s in [
                f"{SINK_BROKER_UNAVAILABLE_MS}; 0: at once); unkeyed rows go to another broker at once"),
     OptionSpec("requestTimeoutMs", source_options.OPTIONS["requesttimeoutms"].parse,
                source_options.OPTIONS["requesttimeoutms"].help),
+    OptionSpec("compressionType", source_options._choice(*CODECS),
+               "zlib (default) | lz4 | zstd | none: how bodies of compressBodyOverBytes or more "
+               "are compressed (lz4 and zstd need 5.x brokers and consumers)"),
+    OptionSpec("compressBodyOverBytes", source_options._int_range(0),
+               f"bodies of this many bytes or more are compressed (default {COMPRESS_OVER_BYTES}, "
+               "as the Java producer)"),
     OptionSpec("transactionLogTopic", _one_topic,
                f"exactly-once: the topic of the transaction log (default {DEFAULT_LOG_TOPIC})"),
     *source_options.TLS_OPTIONS,
@@ -149,4 +157,6 @@ def parse(options: Mapping[str, str]) -> SinkOptions:
         transaction_log_topic=values.get("transactionlogtopic", DEFAULT_LOG_TOPIC),
         broker_unavailable_ms=values.get("brokerunavailabletimeoutms", SINK_BROKER_UNAVAILABLE_MS),
         request_timeout_ms=values.get("requesttimeoutms", source_options.REQUEST_TIMEOUT_MS),
+        compression=Compression(values.get("compressiontype", DEFAULT_COMPRESSION.codec),
+                                values.get("compressbodyoverbytes", COMPRESS_OVER_BYTES)),
     )

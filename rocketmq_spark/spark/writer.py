@@ -330,7 +330,8 @@ def _sidecar_send(opts: SinkOptions) -> Callable[[Sequence[Outgoing]], list[Send
     def send(items: Sequence[Outgoing]) -> list[SendResult]:
         return link.call(opts.sidecar,
                          lambda c: c.send(cluster, items, producer_group=opts.producer_group,
-                                          broker_unavailable_timeout_ms=opts.broker_unavailable_ms))
+                                          broker_unavailable_timeout_ms=opts.broker_unavailable_ms,
+                                          compression=opts.compression))
     return send
 
 

@@ -12,6 +12,7 @@ import pytest
 
 from rocketmq_spark.client.pull import pull_timeout
 from rocketmq_spark.errors import BrokerError, ConfigError, RequestTimeout, TransportError
+from rocketmq_spark.remoting.compression import Compression
 from rocketmq_spark.remoting.bodies import (
     ConsumerData, ConsumeStats, LockBatchBody, OffsetWrapper, SubscriptionData, encode_lock_ok)
 from rocketmq_spark.remoting.codes import FLAG_ONEWAY, RequestCode
@@ -72,7 +73,7 @@ def test_compression_threshold_is_a_parameter(world: World) -> None:
     default = world.client()
     default.send(Message("T", b"x" * 4095), queue=MessageQueue("T", "broker-a", 0))
     default.send(Message("T", b"y" * 4096), queue=MessageQueue("T", "broker-a", 0))
-    small = world.client(compress_threshold=10)
+    small = world.client(compression=Compression("zlib", 10))
     small.send(Message("T", b"z" * 9), queue=MessageQueue("T", "broker-a", 0))
     small.send(Message("T", b"w" * 10), queue=MessageQueue("T", "broker-a", 0))
     got = [(s.ext["f"], s.body) for s in sends(world, "broker-a")]

@@ -11,6 +11,7 @@ import pytest
 
 from rocketmq_spark.client.pipeline import PipelineFailed, SendPipeline
 from rocketmq_spark.errors import BrokerError
+from rocketmq_spark.remoting.compression import Compression
 from rocketmq_spark.remoting.route import MessageQueue
 from rocketmq_spark.sharding import RoundRobin, select_queue
 from rocketmq_spark.structs import Message, SendResult
@@ -55,10 +56,10 @@ class Scripted:
         self.total_peak = max(self.total_peak, sum(self.in_flight.values()))
         return Call(self, queue, messages)
 
-    def send_async(self, message, *, queue, producer_group="g"):  # type: ignore[no-untyped-def]
+    def send_async(self, message, *, queue, producer_group="g", compression=None):  # type: ignore[no-untyped-def]
         return self._call(queue, [message])
 
-    def send_batch_async(self, messages, *, queue, producer_group="g"):  # type: ignore[no-untyped-def]
+    def send_batch_async(self, messages, *, queue, producer_group="g", compression=None):  # type: ignore[no-untyped-def]
         return self._call(queue, list(messages))
 
 
@@ -100,6 +101,16 @@ def test_delayed_messages_go_alone_and_big_ones_cut_batches() -> None:
     pipe.add(Message("t", b"y" * 900), "k", 3)
     assert pipe.close() == 4
     assert [n for _q, n in s.requests] == [1, 1, 1, 1]
+
+
+def test_a_batch_holds_bodies_to_compress_or_bodies_to_leave_alone_never_both() -> None:
+    s = Scripted()
+    pipe = SendPipeline(s, producer_group="g", batch_size=100, depth=4, compression=Compression("zlib", 100))
+    for i, size in enumerate([10, 10, 200, 300, 10, 150]):
+        pipe.add(Message("t", bytes([65 + i]) * size), "k", i)
+    assert pipe.close() == 6
+    assert [n for _q, n in s.requests] == [2, 2, 1, 1]
+    assert [len(m.body) for m in s.stored[s.requests[0][0]]] == [10, 10, 200, 300, 10, 150]   # order kept
 
 
 def test_a_failure_names_its_refs_and_stops_the_pipeline() -> None:

@@ -51,10 +51,10 @@ class Restarting:
         stored.extend(m.body for m in messages)
         return Answered(SendResult("SEND_OK", "id", "off", queue, first))
 
-    def send_async(self, message, *, queue, producer_group="g"):  # type: ignore[no-untyped-def]
+    def send_async(self, message, *, queue, producer_group="g", compression=None):  # type: ignore[no-untyped-def]
         return self._send(queue, [message])
 
-    def send_batch_async(self, messages, *, queue, producer_group="g"):  # type: ignore[no-untyped-def]
+    def send_batch_async(self, messages, *, queue, producer_group="g", compression=None):  # type: ignore[no-untyped-def]
         return self._send(queue, list(messages))
 
 

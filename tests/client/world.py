@@ -40,7 +40,7 @@ class World:
         return {name: s.address for name, s in self.brokers.items()}
 
     def client(self, **config: object) -> MQClient:
-        kwargs = {k: v for k, v in config.items() if k in ("compress_threshold", "send_retries", "busy_timeout", "clock")}
+        kwargs = {k: v for k, v in config.items() if k in ("compression", "send_retries", "busy_timeout", "clock")}
         cfg = {k: v for k, v in config.items() if k not in kwargs}
         cfg.setdefault("request_timeout", 2.0)
         c = MQClient(ClientConfig((self.ns.address,), **cfg), **kwargs)  # type: ignore[arg-type]

@@ -125,6 +125,19 @@ def test_batch_with_v2_header(wire: Wire) -> None:
     assert all(m.properties["CLUSTER"] == "DefaultCluster" for m in got)
 
 
+def test_a_compressed_batch_keeps_each_item_compressed_with_the_batch_flag(wire: Wire) -> None:
+    """As Apache 4.9.7 and 5.5.0 store a SEND_BATCH_MESSAGE whose sysFlag says compressed
+    (tried live: each item stored with the batch's sysFlag, its body as sent)."""
+    bodies = [b"item %d " % i * 700 for i in range(3)]
+    items = [BatchItem(zlib.compress(b), {"UNIQ_KEY": f"Z{i}"}) for i, b in enumerate(bodies)]
+    ans = send_msg(wire, "T", encode_batch(items), sys_flag=0x301, queue_id=1,
+                   code=RequestCode.SEND_BATCH_MESSAGE, extra={"batch": "true"})
+    assert ans.code == 0, ans.remark
+    got = messages(pull(wire, "g", "T", 1, 0))
+    assert [m.sys_flag for m in got] == [0x301] * 3
+    assert [zlib.decompress(m.body) for m in got] == bodies
+
+
 def test_compressed_batch_limits(wire: Wire) -> None:
     bomb = zlib.compress(bytes(17 * 1024 * 1024), 9)
     ans = send_msg(wire, "T", bomb, sys_flag=1, code=RequestCode.SEND_MESSAGE, extra={"batch": "1"})

@@ -63,3 +63,35 @@ def test_a_java_consumer_reads_every_row_the_sink_wrote_once(rocketmq, java: Jav
     assert all(m.topic == written and m.reconsume_times == 0 for m in got)
     if kind != "push-concurrent":     # one thread a queue / offset order: the written order per key
         check_key_order(got)
+
+
+def _compressible(i: int) -> str:
+    return f"{i}:-:" + "".join(f'{{"line": {j}, "order": {i}}}' for j in range(400))   # ~8 KiB of JSON
+
+
+def _write_compressed(spark, rocketmq, codec: str) -> tuple[str, list[str]]:  # type: ignore[no-untyped-def]
+    topic = rocketmq.create_topic(f"java_{codec}", queues=2)
+    bodies = [_compressible(i) for i in range(20)]
+    df = spark.createDataFrame([(b,) for b in bodies], "body string").coalesce(1)
+    write(df, rocketmq, topic=topic, compressionType=codec)
+    return topic, bodies
+
+
+def test_a_java_consumer_inflates_the_bodies_the_sink_compressed_with_zlib(spark, rocketmq, java: JavaPeer) -> None:
+    topic, bodies = _write_compressed(spark, rocketmq, "zlib")
+    got = java.consume(rocketmq.namesrv_addr, topic, rocketmq.unique("java_z"), "push-concurrent", len(bodies))
+    assert sorted(m.body.decode() for m in got) == sorted(bodies)
+
+
+@pytest.mark.parametrize("codec", ["lz4", "zstd"])
+def test_a_5x_java_consumer_inflates_lz4_and_zstd_bodies_the_sink_wrote(spark, rocketmq, java5: JavaPeer,
+                                                                         codec: str) -> None:
+    """On 5.x brokers; a broker older than 5.0 refuses the write (4.x consumers read zlib
+    bodies only), which tests/sink/test_batch_write.py shows."""
+    if not rocketmq.is_5x:
+        with pytest.raises(Exception, match="needs RocketMQ 5.x brokers"):
+            _write_compressed(spark, rocketmq, codec)
+        return
+    topic, bodies = _write_compressed(spark, rocketmq, codec)
+    got = java5.consume(rocketmq.namesrv_addr, topic, rocketmq.unique("java_c"), "pull", len(bodies))
+    assert sorted(m.body.decode() for m in got) == sorted(bodies)

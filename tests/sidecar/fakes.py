@@ -151,7 +151,7 @@ class FakeSender:
         return Done(self.send(message, queue=queue))
 
     def send_batch_async(self, messages: Sequence[Message], *, queue: MessageQueue,
-                         producer_group: str = "") -> "Done":
+                         producer_group: str = "", **kw: object) -> "Done":
         return Done(self.send_batch(messages, queue=queue))
 
 

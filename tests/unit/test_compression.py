@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from rocketmq_spark.errors import RemoteProtocolError
 from rocketmq_spark.remoting.codes import MessageSysFlag as F
-from rocketmq_spark.remoting.compression import DEFLATE, inflate
+from rocketmq_spark.remoting.compression import DEFAULT_COMPRESSION, DEFLATE, Compression, inflate
 from rocketmq_spark.remoting.message import MessageExt
 
 
@@ -52,3 +52,40 @@ def test_an_unknown_type_and_a_damaged_body_name_what_is_wrong() -> None:
         bits = DEFLATE[name][0]
         with pytest.raises(RemoteProtocolError, match=f"a {name} compressed body does not inflate"):
             inflate(F.COMPRESSED | bits, b"not compressed at all")
+
+
+def test_a_compression_applies_at_its_threshold_with_its_flag() -> None:
+    assert DEFAULT_COMPRESSION == Compression("zlib", 4096)
+    assert not DEFAULT_COMPRESSION.applies(4095) and DEFAULT_COMPRESSION.applies(4096)
+    assert not Compression("none", 0).applies(1 << 20)
+    assert Compression("zlib", 0).applies(0)
+    assert DEFAULT_COMPRESSION.sys_flag == F.COMPRESSED            # as 4.x producers: every consumer reads it
+    assert Compression("lz4").sys_flag == F.COMPRESSED | F.COMPRESSION_LZ4
+    assert Compression("zstd").sys_flag == F.COMPRESSED | F.COMPRESSION_ZSTD
+    assert [c for c in ("zlib", "lz4", "zstd", "none") if Compression(c).needs_5x] == ["lz4", "zstd"]
+    for codec in ("zlib", "lz4", "zstd"):
+        c = Compression(codec)
+        assert inflate(c.sys_flag, c.deflate(b"abc" * 5000)) == b"abc" * 5000
+    with pytest.raises(ValueError, match="'gzip' is not one of zlib, lz4, zstd, none"):
+        Compression("gzip")
+    with pytest.raises(ValueError, match=">= 0 bytes"):
+        Compression("zlib", -1)
+
+
+def test_a_batch_is_compressed_whole_or_not_at_all() -> None:
+    from rocketmq_spark.client.producer import batch_request
+    from rocketmq_spark.remoting.message import decode_batch
+    from rocketmq_spark.structs import Message
+
+    def sent(bodies: list[bytes], compression: Compression) -> tuple[int, list[bytes]]:
+        cmd = batch_request([Message("T", b) for b in bodies], queue_id=0, producer_group="g",
+                            uniq_keys=[str(i) for i in range(len(bodies))], born_timestamp=1,
+                            compression=compression)
+        flag = int(cmd.ext["f"])
+        return flag, [inflate(flag, item.body) for item in decode_batch(cmd.body)]
+
+    big, small = b"x" * 5000, b"y"
+    flag, bodies = sent([big, big], Compression("zstd"))
+    assert flag == F.COMPRESSED | F.COMPRESSION_ZSTD and bodies == [big, big]
+    flag, bodies = sent([big, small], Compression("zstd"))
+    assert flag == 0 and bodies == [big, small]

@@ -161,6 +161,9 @@ def _retry_or_dlq(broker: BrokerContext, call: Call, h: SendMessageRequestHeader
     return dlq, 0
 
 
+CPP_BATCH_FLAG = "1"
+
+
 def _batch(broker: BrokerContext, call: Call, h: SendMessageRequestHeader,
            queue_id: int) -> tuple[list[MessageExt], bool]:
     if len(h.topic) > MAX_BATCH_TOPIC_LENGTH:
@@ -171,7 +174,9 @@ def _batch(broker: BrokerContext, call: Call, h: SendMessageRequestHeader,
         raise refuse(ResponseCode.MESSAGE_ILLEGAL, MESSAGE_ILLEGAL_REMARK)
     body = call.cmd.body
     sys_flag = h.sys_flag
-    if sys_flag & MessageSysFlag.COMPRESSED:  # the C++ client compresses a whole batch
+    if sys_flag & MessageSysFlag.COMPRESSED and CPP_BATCH_FLAG in (call.ext.get("batch"), call.ext.get("m")):
+        # the C++ client's batch (flag "1") is compressed whole; any other batch's items are
+        # stored as sent, each with the batch's sysFlag (as Apache stores them)
         inflater = zlib.decompressobj()
         try:
             body = inflater.decompress(body, MAX_INFLATED_BATCH + 1)

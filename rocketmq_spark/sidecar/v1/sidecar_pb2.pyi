@@ -304,18 +304,28 @@ class OutMessage(_message.Message):
     def __init__(self, topic: _Optional[str] = ..., body: _Optional[bytes] = ..., tags: _Optional[str] = ..., keys: _Optional[str] = ..., properties: _Optional[_Mapping[str, str]] = ..., sharding_key: _Optional[str] = ..., delay_level: _Optional[int] = ...) -> None: ...
 
 class SendRequest(_message.Message):
-    __slots__ = ("cluster", "producer_group", "messages", "transaction_tag", "broker_unavailable_timeout_ms")
+    __slots__ = ("cluster", "producer_group", "messages", "transaction_tag", "broker_unavailable_timeout_ms", "compression")
     CLUSTER_FIELD_NUMBER: _ClassVar[int]
     PRODUCER_GROUP_FIELD_NUMBER: _ClassVar[int]
     MESSAGES_FIELD_NUMBER: _ClassVar[int]
     TRANSACTION_TAG_FIELD_NUMBER: _ClassVar[int]
     BROKER_UNAVAILABLE_TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    COMPRESSION_FIELD_NUMBER: _ClassVar[int]
     cluster: Cluster
     producer_group: str
     messages: _containers.RepeatedCompositeFieldContainer[OutMessage]
     transaction_tag: str
     broker_unavailable_timeout_ms: int
-    def __init__(self, cluster: _Optional[_Union[Cluster, _Mapping]] = ..., producer_group: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[OutMessage, _Mapping]]] = ..., transaction_tag: _Optional[str] = ..., broker_unavailable_timeout_ms: _Optional[int] = ...) -> None: ...
+    compression: Compression
+    def __init__(self, cluster: _Optional[_Union[Cluster, _Mapping]] = ..., producer_group: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[OutMessage, _Mapping]]] = ..., transaction_tag: _Optional[str] = ..., broker_unavailable_timeout_ms: _Optional[int] = ..., compression: _Optional[_Union[Compression, _Mapping]] = ...) -> None: ...
+
+class Compression(_message.Message):
+    __slots__ = ("codec", "over_bytes")
+    CODEC_FIELD_NUMBER: _ClassVar[int]
+    OVER_BYTES_FIELD_NUMBER: _ClassVar[int]
+    codec: str
+    over_bytes: int
+    def __init__(self, codec: _Optional[str] = ..., over_bytes: _Optional[int] = ...) -> None: ...
 
 class SendResult(_message.Message):
     __slots__ = ("status", "msg_id", "offset_msg_id", "queue", "queue_offset")
