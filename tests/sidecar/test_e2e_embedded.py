@@ -226,6 +226,8 @@ def test_send_with_sharding_key(sc: SidecarClient, mq: MQClient, ns: str) -> Non
         assert len({r.queue for r in mine}) == 1
         assert [r.queue_offset for r in mine] == sorted(r.queue_offset for r in mine)
         q = mine[0].queue
+        # a real broker answers SEND_OK before its consume queue holds the message
+        assert wait_until(lambda: sc.get_offsets(ns, [q])[0].max_offset > mine[-1].queue_offset)
         got = rows(sc.pull_batches(ns, q, 0, sc.get_offsets(ns, [q])[0].max_offset))
         bodies = [r["body"] for r in got if r["body"].startswith(key.encode())]
         assert bodies == [f"{key}-{i}".encode() for i in range(12)]
