@@ -22,7 +22,7 @@ from rocketmq_spark.remoting.codes import (
     DEFAULT_TOPIC, RETRY_PREFIX, SEND_STATUS, SEND_STORED_CODES, MessageSysFlag, RequestCode,
     TransactionState)
 from rocketmq_spark.remoting.command import RemotingCommand
-from rocketmq_spark.remoting.compression import COMPRESS_OVER_BYTES, DEFAULT_COMPRESSION, Compression
+from rocketmq_spark.remoting.compression import DEFAULT_COMPRESSION, Compression
 from rocketmq_spark.remoting.headers import (EndTransactionRequestHeader, SendMessageRequestHeader,
                                             SendMessageResponseHeader)
 from rocketmq_spark.remoting.message import (
@@ -32,7 +32,6 @@ from rocketmq_spark.remoting.message import (
 from rocketmq_spark.remoting.route import MessageQueue
 from rocketmq_spark.structs import HalfMessage, Message, SendResult
 
-COMPRESS_THRESHOLD = COMPRESS_OVER_BYTES
 DEFAULT_TOPIC_QUEUE_NUMS = 4
 
 

@@ -102,9 +102,8 @@ LANGUAGE_CODE = {name: i for i, name in enumerate(LANGUAGES)}
 
 # Version ordinals (MQVersion.Version). We send V5_0_0: standard-JSON routes, retry
 # limits honoured, no GO_AWAY; the embedded servers answer like 4.9.8.
-V5_0_0 = 413
-CLIENT_VERSION = V5_0_0
-SERVER_VERSION = 409     # V4_9_8
+CLIENT_VERSION = 413
+SERVER_VERSION = 409
 
 FLAG_RESPONSE = 0x1
 FLAG_ONEWAY = 0x2

@@ -43,10 +43,6 @@ def _zstd_deflate(data: bytes, level: int) -> bytes:
     return zstandard.ZstdCompressor(level=level).compress(data)
 
 
-def _zlib_deflate(data: bytes, level: int) -> bytes:
-    return zlib.compress(data, level)
-
-
 # compression type bits -> (name, inflate)
 INFLATE: dict[int, tuple[str, Callable[[bytes], bytes]]] = {
     0: ("zlib", zlib.decompress),                       # a 4.x producer: bit 0 only
@@ -57,7 +53,7 @@ INFLATE: dict[int, tuple[str, Callable[[bytes], bytes]]] = {
 
 # name -> (compression type bits, deflate(data, level), Java's default level)
 DEFLATE: dict[str, tuple[int, Callable[[bytes, int], bytes], int]] = {
-    "zlib": (MessageSysFlag.COMPRESSION_ZLIB, _zlib_deflate, 5),
+    "zlib": (MessageSysFlag.COMPRESSION_ZLIB, zlib.compress, 5),
     "lz4": (MessageSysFlag.COMPRESSION_LZ4, _lz4_deflate, 0),
     "zstd": (MessageSysFlag.COMPRESSION_ZSTD, _zstd_deflate, 3),
 }
