@@ -259,7 +259,7 @@ def namesrv_node(cp: str, root: Path, port: int) -> Node:
 
 
 def broker_node(cp: str, root: Path, spec: BrokerSpec, port: int, namesrv: str, version: str, *,
-                acl: bool) -> Node:
+                acl: bool, extra: dict[str, str] | None = None) -> Node:
     node_dir = root / spec.node
     home = _home(node_dir, "logback_broker.xml", acl=acl)
     store = node_dir / "store"
@@ -278,6 +278,7 @@ def broker_node(cp: str, root: Path, spec: BrokerSpec, port: int, namesrv: str, 
         values.update(OP_BATCH_WORKAROUND)
     if acl:
         values.update(_acl_properties(version))
+    values.update(extra or {})
     conf = node_dir / "broker.properties"
     conf.write_text(_properties(values))
     return Node(spec.node, _java_command(cp, BROKER_MAIN, node_dir, conf),
@@ -374,7 +375,10 @@ def _acl_users(state: ClusterState, cp: str) -> None:
 # ---------------------------------------------------------------- commands
 
 
-def start(version: str, directory: Path, *, acl: bool = False, timeout: float = START_TIMEOUT) -> ClusterState:
+def start(version: str, directory: Path, *, acl: bool = False, timeout: float = START_TIMEOUT,
+          broker_config: dict[str, str] | None = None) -> ClusterState:
+    """Start the cluster; ``broker_config`` adds or overrides settings of every broker's
+    broker.properties (e.g. ``enablePropertyFilter=true``), kept for ``restart``."""
     root = directory.resolve()
     if (root / "cluster.json").exists():
         old = ClusterState.load(root)
@@ -391,7 +395,8 @@ def start(version: str, directory: Path, *, acl: bool = False, timeout: float = 
     state.nodes["namesrv"] = namesrv_node(cp, root, ns_port)
     for spec in BROKERS:
         port = free_port(taken, around=(-2, 0, 1))
-        state.nodes[spec.node] = broker_node(cp, root, spec, port, state.namesrv, version, acl=acl)
+        state.nodes[spec.node] = broker_node(cp, root, spec, port, state.namesrv, version, acl=acl,
+                                             extra=broker_config)
     try:
         for node in state.nodes.values():
             launch(node, root)
@@ -455,6 +460,13 @@ def status(directory: Path) -> str:
     return "\n".join(lines)
 
 
+def _setting(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return key.strip(), value.strip()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="scripts/apache-cluster", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -463,6 +475,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--dir", required=True, type=Path, help="where pids, logs and stores go")
     p.add_argument("--acl", action="store_true", help="enforce ACL (admin rocketmq, user rocketmq2)")
     p.add_argument("--timeout", type=float, default=START_TIMEOUT, help="seconds to wait for the routes")
+    p.add_argument("--broker-config", action="append", default=[], type=_setting, metavar="KEY=VALUE",
+                   help="a broker setting added to every broker.properties (repeatable), "
+                        "e.g. enablePropertyFilter=true")
     for name, text in (("stop", "stop every node"), ("status", "print the nodes and whether they run")):
         q = sub.add_parser(name, help=text)
         q.add_argument("--dir", required=True, type=Path)
@@ -474,7 +489,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         if args.command == "start":
-            state = start(args.version, args.dir, acl=args.acl, timeout=args.timeout)
+            state = start(args.version, args.dir, acl=args.acl, timeout=args.timeout,
+                          broker_config=dict(args.broker_config))
             print(f"nameServer={state.namesrv}")
         elif args.command == "stop":
             stop(args.dir)
