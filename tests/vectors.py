@@ -12,6 +12,7 @@ APACHE_DIR = DATA / "apache-broker"
 APACHE5_DIR = DATA / "apache-broker-5"
 APACHE55_DIR = DATA / "apache-broker-5.5"
 TXN_DIR = DATA / "apache-broker-txn"
+TXN55_DIR = DATA / "apache-broker-txn-5.5"
 README = DATA / "README.md"
 
 
@@ -40,6 +41,16 @@ def apache55_vectors() -> dict[str, dict]:
 
 def txn_vectors() -> dict[str, dict]:
     return _load(TXN_DIR)
+
+
+def txn55_vectors() -> dict[str, dict]:
+    """The transaction run's requests answered by Apache 5.5.0 (same names as ``txn_vectors``)."""
+    return _load(TXN55_DIR)
+
+
+def txn_broker_vectors() -> dict[str, dict[str, dict]]:
+    """The transaction recordings by release: what a client must read whichever a cluster runs."""
+    return {"4.9.8": txn_vectors(), "5.5.0": txn55_vectors()}
 
 
 def broker_vectors() -> dict[str, dict]:

@@ -1,5 +1,6 @@
-"""Golden tests over the real Apache 4.9.8 broker's transactional exchanges
-(tests/data/vectors/apache-broker-txn): our client frames half sends and END_TRANSACTION
+"""Golden tests over the real Apache brokers' transactional exchanges
+(tests/data/vectors/apache-broker-txn: 4.9.8, apache-broker-txn-5.5: 5.5.0, the same
+requests): our client frames half sends and END_TRANSACTION
 as the Java client does, reads every answer the broker gave (the error codes and remarks
 intact), and answers a recorded check-back with the fields the broker needs echoed."""
 
@@ -20,11 +21,12 @@ from rocketmq_spark.remoting.message import decode_message, decode_properties
 from rocketmq_spark.remoting.route import MessageQueue
 from rocketmq_spark.structs import HalfMessage, Message
 from tests.client.fake_server import FakeConn, FakeServer, answer, cluster_info_for, replay_frame, route_for
-from tests.vectors import txn_vectors
+from tests.vectors import txn_broker_vectors
 
-V = txn_vectors()
+RELEASES = txn_broker_vectors()
+V = {f"{release}/{name}": v for release, vectors in RELEASES.items() for name, v in vectors.items()}
 BROKER = "broker-a"
-HALF_SENDS = sorted(n for n, v in V.items() if n.startswith("txn_send_half"))
+HALF_SENDS = sorted(n for n, v in V.items() if v["name"].startswith("txn_send_half"))
 END_ANSWERED = sorted(n for n, v in V.items() if v["request"]["code"] == RequestCode.END_TRANSACTION
                       and v["response"] is not None)
 
@@ -122,9 +124,11 @@ def test_end_transaction_answers_are_read_with_code_and_remark(name: str) -> Non
     assert not replay.calls[0].is_oneway
 
 
-def test_an_unknown_end_transaction_gets_no_answer() -> None:
+@pytest.mark.parametrize("release", sorted(RELEASES))
+def test_an_unknown_end_transaction_gets_no_answer(release: str) -> None:
     """commitOrRollback 0 outside a check: Apache answers nothing, even to a request."""
-    v = V["txn_end_unknown_not_from_check"]
+    v = RELEASES[release]["txn_end_unknown_not_from_check"]
+    assert v["response"] is None
     half, rec = _half_of(v)
     with FakeServer(Replay(v)) as server:
         c = client_for(server, timeout=0.3)
@@ -137,10 +141,11 @@ def test_an_unknown_end_transaction_gets_no_answer() -> None:
             c.close()
 
 
-def test_a_recorded_check_back_is_answered_with_the_copy_s_offsets() -> None:
+@pytest.mark.parametrize("release", sorted(RELEASES))
+def test_a_recorded_check_back_is_answered_with_the_copy_s_offsets(release: str) -> None:
     """The broker's CHECK_TRANSACTION_STATE arrives on our connection; the answer echoes the
     offsets of the copy it names (not the original send's) as the Java client's does."""
-    v = V["txn_check_back_commit"]
+    v = RELEASES[release]["txn_check_back_commit"]
     (seen,) = v["server_requests_seen"]
     check_frame = bytes.fromhex(seen["frame_hex"])
     check_cmd, _ = command.decode(check_frame)

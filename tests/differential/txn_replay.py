@@ -177,15 +177,21 @@ class TxnReplay(Replay):
         """Also the producer connection's address (born hosts) and the broker in offset msgIds."""
         out = super().replacements(ours)
         if ours:
-            host, port = self.conn("main").sock.getsockname()[:2]
-            producer, broker = f"{host}:{port}", HostPort(self.broker.advertised_host, self.broker.port)
-        else:
-            producer = V["txn_producer_connection_list"]["response"]["body"]["connectionSet"][0]["clientAddr"]
-            host, _, port = self.recorded_broker.rpartition(":")
-            broker = HostPort(host, int(port))
-        out[producer] = "<PRODUCER>"
-        out[offset_msg_id(broker, 0)[:16]] = "<BROKER_ID>"
-        return out
+            return {**out, **txn_placeholders(local_address(self.conn("main")),
+                                              HostPort(self.broker.advertised_host, self.broker.port))}
+        producer = self.v["txn_producer_connection_list"]["response"]["body"]["connectionSet"][0]["clientAddr"]
+        host, _, port = self.recorded_broker.rpartition(":")
+        return {**out, producer: "<PRODUCER>", offset_msg_id(HostPort(host, int(port)), 0)[:16]: "<BROKER_ID>"}
+
+
+def local_address(c: Conn) -> str:
+    host, port = c.sock.getsockname()[:2]
+    return f"{host}:{port}"
+
+
+def txn_placeholders(producer: str, broker: HostPort) -> dict[str, str]:
+    """The producer connection's address (born hosts) and the broker in offset msgIds."""
+    return {producer: "<PRODUCER>", offset_msg_id(broker, 0)[:16]: "<BROKER_ID>"}
 
 
 def txn_scenario(r: TxnReplay) -> None:
