@@ -37,7 +37,7 @@ from rocketmq_spark.remoting.codes import TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF
 from rocketmq_spark.remoting.command import RemotingCommand, decode, encode
 from rocketmq_spark.remoting.message import HostPort, decode_batch, decode_properties
 from tests.differential.compare import answer_tree, diff, normalise, pushed_trees
-from tests.differential.replay import LaterReplay, Replay, _replace_value, main_scenario, new_run_id
+from tests.differential.replay import LaterReplay, Replay, main_scenario, new_run_id, with_ext
 from tests.differential.txn_replay import local_address, txn_placeholders, txn_scenario
 from tests.txn_recording import CHECK_ANSWERS
 from tests.txn_recording import RECORDED_BROKER as TXN_BROKER
@@ -110,7 +110,7 @@ class LiveReplay(LaterReplay):
         ts = int(self.v[name]["request"]["header"]["extFields"]["timestamp"])
         nearest = min(range(len(recorded_times)), key=lambda i: abs(recorded_times[i] - ts))
         moved = live_times[nearest] + ts - recorded_times[nearest]
-        return _with_ext(frame, {"timestamp": str(moved)})
+        return with_ext(frame, {"timestamp": str(moved)})
 
     def store_times(self, topic: str, n: int) -> list[int]:
         """Store timestamps of queue 0's first ``n`` messages (pulled on a connection of its own)."""
@@ -149,18 +149,6 @@ class LiveReplay(LaterReplay):
         assert got is not None, f"no answer to GET_MAX_OFFSET {topic} {queue_id}"
         answer, _ = decode(got[0])
         return int(answer.ext["offset"]) if answer.code == 0 else 0
-
-
-def _with_ext(frame: bytes, values: dict[str, str]) -> bytes:
-    """A JSON-serialised request frame with some extFields values replaced (the rest byte for byte)."""
-    word = int.from_bytes(frame[4:8], "big")
-    assert word >> 24 == 0, "only JSON headers are edited"
-    cmd, _ = decode(frame)
-    text = frame[8:8 + (word & 0xFFFFFF)].decode()
-    for key, value in values.items():
-        text = _replace_value(text, key, cmd.ext[key], value)
-    header, body = text.encode(), frame[8 + (word & 0xFFFFFF):]
-    return (4 + len(header) + len(body)).to_bytes(4, "big") + len(header).to_bytes(4, "big") + header + body
 
 
 class LiveTxnReplay(LiveReplay):
@@ -253,17 +241,17 @@ class LiveTxnReplay(LiveReplay):
         ext = req["header"].get("extFields") or {}
         if "g" in ext and req["code"] in (RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE):
             # born now: the check service skips a half message born over fileReservedTime ago
-            frame = _with_ext(frame, {"g": str(self.clock.now_ms())})
+            frame = with_ext(frame, {"g": str(self.clock.now_ms())})
         elif req["code"] == RequestCode.END_TRANSACTION:
             if name in CHECK_ANSWERS:
                 values = {k: self.check[k] for k in ("commitLogOffset", "tranStateTableOffset")}
             else:
                 values = {"tranStateTableOffset": str(self.map_half(int(ext["tranStateTableOffset"])))}
-            frame = _with_ext(frame, values)
+            frame = with_ext(frame, values)
         elif req["code"] == RequestCode.PULL_MESSAGE and ext["topic"] == TRANS_HALF_TOPIC:
-            frame = _with_ext(frame, {"queueOffset": str(self.map_half(int(ext["queueOffset"])))})
+            frame = with_ext(frame, {"queueOffset": str(self.map_half(int(ext["queueOffset"])))})
         elif req["code"] == RequestCode.PULL_MESSAGE and ext["topic"] == TRANS_CHECK_MAX_TIME_TOPIC:
-            frame = _with_ext(frame, {"queueOffset": str(self.moved_before)})
+            frame = with_ext(frame, {"queueOffset": str(self.moved_before)})
         self.sent[name] = frame
         return frame
 

@@ -36,7 +36,7 @@ from rocketmq_spark.client.acl import signature
 from rocketmq_spark.embedded import EmbeddedCluster
 from rocketmq_spark.embedded.broker import Broker
 from rocketmq_spark.embedded.clock import FakeClock
-from rocketmq_spark.remoting.codes import SERIALIZE_JSON, RequestCode
+from rocketmq_spark.remoting.codes import SERIALIZE_JSON, MessageSysFlag, RequestCode
 from rocketmq_spark.remoting.command import RemotingCommand, decode, encode
 from rocketmq_spark.remoting.message import decode_properties, encode_properties, parse_offset_msg_id
 from tests.differential.compare import message_tree, pushed_trees
@@ -217,12 +217,14 @@ class Replay:
     # ------------------------------------------------------------ what the recording tells
 
     def _recorded_originals(self) -> dict[str, dict[str, Any]]:
-        """UNIQ_KEY -> the recorded message as first stored (no retry/DLQ/delayed copy)."""
+        """UNIQ_KEY -> the recorded message as first stored (no retry/DLQ/delayed copy, no
+        commit of a half message: 5.x drops REAL_TOPIC from those)."""
         out: dict[str, dict[str, Any]] = {}
         for vec in self.v.values():
             for m in (vec.get("response") or {}).get("messages") or []:
                 props = m["properties"]
-                if m["reconsumeTimes"] == 0 and "REAL_TOPIC" not in props and not m["topic"].startswith("%"):
+                if m["reconsumeTimes"] == 0 and "REAL_TOPIC" not in props and not m["topic"].startswith("%") \
+                        and not m["sysFlag"] & MessageSysFlag.TRANSACTION_COMMIT_TYPE:
                     out.setdefault(props.get("UNIQ_KEY", ""), m)
         return out
 
@@ -455,6 +457,18 @@ class LaterReplay(Replay):
 
     def delete_segments(self, trim: str, filler: str) -> bool:
         return False
+
+
+def with_ext(frame: bytes, values: dict[str, str]) -> bytes:
+    """A JSON-serialised request frame with some extFields values replaced (the rest byte for byte)."""
+    word = struct.unpack(">I", frame[4:8])[0]
+    assert word >> 24 == SERIALIZE_JSON, "only JSON headers are edited"
+    cmd, _ = decode(frame)
+    text = frame[8:8 + (word & 0xFFFFFF)].decode()
+    for key, value in values.items():
+        text = _replace_value(text, key, cmd.ext[key], value)
+    header, body = text.encode(), frame[8 + (word & 0xFFFFFF):]
+    return struct.pack(">iI", 4 + len(header) + len(body), len(header)) + header + body
 
 
 def _replace_value(text: str, key: str, old: Any, new: str) -> str:

@@ -3,7 +3,7 @@ every answer a later release (5.5.0) gave to the same requests, replayed the sam
 
 The main run, the ACL run (``replay``) and the transaction run (``txn_replay``, a broker
 with the recorded transaction settings) are replayed once each (module fixtures), in
-recorded order, and the 5.5.0 main run (``LaterReplay``) once more; then every
+recorded order, and the 5.5.0 main run (``LaterReplay``) and transaction run once more; then every
 recording's answer is compared with ours (``compare``):
 code, header keys, extFields presence/keys/types/values, body structure and values,
 the requests pushed on the connection (check-backs with their bodies), and the timing
@@ -29,13 +29,15 @@ from tests.differential.replay import (ACL_RUN, ACL_SECRET, MAIN_RUN, SEGMENT_SI
                                        acl_scenario, main_scenario, new_run_id, plain_acl_yml)
 from tests.differential.txn_replay import txn_run
 from tests.txn_recording import RECORDED_RUN as TXN_RUN
-from tests.vectors import apache55_vectors, apache_vectors, txn_vectors
+from tests.vectors import apache55_vectors, apache_vectors, txn55_vectors, txn_vectors
 
 LATER = "5.5.0"
-BY_RELEASE = {BASE: {**apache_vectors(), **txn_vectors()}, LATER: apache55_vectors()}
+BY_RELEASE = {BASE: {**apache_vectors(), **txn_vectors()}, LATER: {**apache55_vectors(), **txn55_vectors()}}
 assert len(BY_RELEASE[BASE]) == len(apache_vectors()) + len(txn_vectors()), "recording names must not repeat"
+assert len(BY_RELEASE[LATER]) == len(apache55_vectors()) + len(txn55_vectors()), "recording names must not repeat"
 VECTORS = BY_RELEASE[BASE]
-(LATER_RUN,) = {v["run_id"] for v in BY_RELEASE[LATER].values()}
+(LATER_RUN,) = {v["run_id"] for v in apache55_vectors().values()}
+(LATER_TXN_RUN,) = {v["run_id"] for v in txn55_vectors().values()}
 # a recording's id: its file name, with the release for a later one ("5.5.0/pull_found.json")
 RECORDINGS = {(f"{n}.json" if release == BASE else f"{release}/{n}.json"): (release, n)
               for release, vectors in BY_RELEASE.items() for n in vectors}
@@ -97,10 +99,17 @@ def later_main_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Replay]
 
 
 @pytest.fixture(scope="module")
-def runs(main_run: Replay, acl_run: Replay, transaction_run: Replay,
-         later_main_run: Replay) -> dict[tuple[str, str], Replay]:
+def later_transaction_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Replay]:
+    """The 5.5.0 transaction run: the same session on its own recorded timeline and check rounds."""
+    with txn_run(tmp_path_factory.mktemp("later-txn"), txn55_vectors()) as replay:
+        yield replay
+
+
+@pytest.fixture(scope="module")
+def runs(main_run: Replay, acl_run: Replay, transaction_run: Replay, later_main_run: Replay,
+         later_transaction_run: Replay) -> dict[tuple[str, str], Replay]:
     return {(BASE, MAIN_RUN): main_run, (BASE, ACL_RUN): acl_run, (BASE, TXN_RUN): transaction_run,
-            (LATER, LATER_RUN): later_main_run}
+            (LATER, LATER_RUN): later_main_run, (LATER, LATER_TXN_RUN): later_transaction_run}
 
 
 def _masks(vec: dict, release: str = BASE) -> set[str]:

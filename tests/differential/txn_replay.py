@@ -34,12 +34,12 @@ from rocketmq_spark.embedded import EmbeddedCluster
 from rocketmq_spark.embedded.clock import FakeClock
 from rocketmq_spark.embedded.transactions import TransactionCheckService
 from rocketmq_spark.remoting.codes import TRANS_HALF_TOPIC, RequestCode
-from rocketmq_spark.remoting.command import RemotingCommand, encode
+from rocketmq_spark.remoting.command import RemotingCommand, decode, encode
 from rocketmq_spark.remoting.message import (PROP_TRANSACTION_CHECK_TIMES, HostPort, offset_msg_id,
                                              parse_offset_msg_id)
-from tests.differential.replay import Conn, Replay, new_run_id
-from tests.txn_recording import (CHECK_MAX, INTERVAL_MS, ORDER, OTHER_CONNECTION, PLAIN_BODY, PLAIN_PROPERTIES,
-                                 PLAIN_SUFFIX, RECORDED_BROKER, RECORDED_NAMESRV, RECORDED_RUN, TIMEOUT_MS, V)
+from tests.differential.replay import Conn, Replay, new_run_id, with_ext
+from tests.txn_recording import (CHECK_ANSWERS, CHECK_MAX, INTERVAL_MS, ORDER, OTHER_CONNECTION, PLAIN_BODY, PLAIN_PROPERTIES,
+                                 PLAIN_SUFFIX, RECORDED_BROKER, RECORDED_NAMESRV, TIMEOUT_MS, V)
 
 CHECK = RequestCode.CHECK_TRANSACTION_STATE
 PROBE_EXT = {"topic": "TBW102", "queueId": 0}
@@ -50,9 +50,9 @@ def _checks(vec: dict[str, Any]) -> list[dict[str, Any]]:
     return [p for p in vec.get("server_requests_seen") or [] if p["code"] == CHECK]
 
 
-def recorded_rounds() -> tuple[int, int]:
+def recorded_rounds(vectors: dict[str, dict] = V) -> tuple[int, int]:
     """(the time of one of Apache's check rounds, the time from one round to the next)."""
-    copies = sorted({m["storeTimestamp"] for vec in V.values() for p in _checks(vec) for m in p["messages"]
+    copies = sorted({m["storeTimestamp"] for vec in vectors.values() for p in _checks(vec) for m in p["messages"]
                      if int(m["properties"][PROP_TRANSACTION_CHECK_TIMES]) > 1})
     assert len(copies) >= 2, "two check-backs of copies are needed to time the rounds"
     period = copies[1] - copies[0]
@@ -60,11 +60,11 @@ def recorded_rounds() -> tuple[int, int]:
     return copies[0], period
 
 
-def start_ms() -> int:
+def start_ms(vectors: dict[str, dict] = V) -> int:
     """One interval before the first round after the first exchange (a half send's born time)."""
-    first = min(int(V[n]["request"]["header"]["extFields"]["g"]) for n in ORDER
-                if V[n]["request"]["code"] == RequestCode.SEND_MESSAGE_V2)
-    anchor, period = recorded_rounds()
+    first = min(int(vectors[n]["request"]["header"]["extFields"]["g"]) for n in ORDER
+                if vectors[n]["request"]["code"] == RequestCode.SEND_MESSAGE_V2)
+    anchor, period = recorded_rounds(vectors)
     first_round = anchor + ((first - anchor) // period + 1) * period
     return first_round - INTERVAL_MS
 
@@ -97,11 +97,14 @@ class TxnReplay(Replay):
     recorded_broker, recorded_namesrv = RECORDED_BROKER, RECORDED_NAMESRV
 
     def __init__(self, cluster: EmbeddedCluster, clock: RoundClock, vectors: dict[str, dict], new_run: str) -> None:
-        super().__init__(cluster, clock, vectors, RECORDED_RUN, new_run)
+        (run,) = {v["run_id"] for v in vectors.values() if v["name"] in ORDER}
+        super().__init__(cluster, clock, vectors, run, new_run)
+        # the broker as offset msgIds name it (its own ports for each recording)
+        self.recorded_broker = str(parse_offset_msg_id(self.v["txn_send_half"]["response"]["extFields"]["msgId"])[0])
         self.round_clock = clock
         self.checks = self.broker.transaction_checks
         clock.service = self.checks
-        self.anchor, self.period = recorded_rounds()
+        self.anchor, self.period = recorded_rounds(self.v)
         self.due = clock.now_ms() + self.checks.config.check_interval_ms  # as the service computed it at start
         self._probes = iter(range(2_000_000, 3_000_000))
 
@@ -157,6 +160,25 @@ class TxnReplay(Replay):
         assert c.answer(probe, 10.0) is not None, "no answer to the probe"
         return c.answer(opaque, LATE_ANSWER)
 
+    def request_frame(self, name: str) -> bytes:
+        """An answer to a check-back echoes the offsets of our check-back for that message, as
+        the Java client does (where our copies are not where Apache put them, the mapped
+        recorded offsets would name something else); the mapped ones if none came."""
+        frame = super().request_frame(name)
+        if name not in CHECK_ANSWERS:
+            return frame
+        msg_id = self.v[name]["request"]["header"]["extFields"]["msgId"]
+
+        def ours(pushed: bytes) -> bool:
+            cmd, _ = decode(pushed)
+            return cmd.code == CHECK and cmd.ext.get("msgId") == msg_id
+
+        got = self.conn("main").wait_pushed(ours, 1.0)
+        if got is None:
+            return frame
+        check = decode(got[0])[0].ext
+        return with_ext(frame, {k: check[k] for k in ("commitLogOffset", "tranStateTableOffset")})
+
     # ------------------------------------------------------------ comparing
 
     def recorded_pushes(self, vec: dict[str, Any]) -> list[dict[str, Any]]:
@@ -202,12 +224,13 @@ def txn_scenario(r: TxnReplay) -> None:
 
 
 @contextmanager
-def txn_run(root: Path) -> Iterator[TxnReplay]:
-    """A cluster with the recorded settings on a ``RoundClock``, the whole session replayed on it."""
-    clock = RoundClock(start_ms())
+def txn_run(root: Path, vectors: dict[str, dict] = V) -> Iterator[TxnReplay]:
+    """A cluster with the recorded settings on a ``RoundClock``, the whole session replayed on it
+    (``vectors``: the 4.9.8 recordings, or another release's answers to the same requests)."""
+    clock = RoundClock(start_ms(vectors))
     with EmbeddedCluster(root, clock=clock, transaction_timeout_ms=TIMEOUT_MS,
                          transaction_check_interval_ms=INTERVAL_MS, transaction_check_max=CHECK_MAX) as cluster:
-        replay = TxnReplay(cluster, clock, V, new_run_id())
+        replay = TxnReplay(cluster, clock, vectors, new_run_id())
         try:
             txn_scenario(replay)
             yield replay
