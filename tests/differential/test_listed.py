@@ -111,3 +111,21 @@ def test_a_masked_key_is_still_required_unless_its_parent_is_masked() -> None:
     assert diff(theirs, ours, {"body.table"}) == []
     assert diff(_tree({"table": {"runtime": "5 minutes"}}), _tree({"table": {"runtime": "1 minute"}}),
                 {"body.table.runtime"}) == []
+
+
+def test_a_row_naming_a_release_covers_only_that_release_s_recordings() -> None:
+    rows = parse_rows("| `5.5.0/a.json:version` | value | `513 != 409` | the later release's own version |\n"
+                      "| `5.5.0/*:extFields.x` | missing | `'0' != absent` | a field the later release adds |\n"
+                      "| `a.json:version` | value | `513 != 409` | the same difference on the base release |")
+    later, every, base = rows
+    found = Difference("version", "value", "513 != 409")
+    assert (later.release, later.file, later.id) == ("5.5.0", "a.json", "5.5.0/a.json:version [value] 513 != 409")
+    assert later.covers("a.json", found, "5.5.0") and not later.covers("a.json", found)
+    assert base.release == "4.9.8" and base.covers("a.json", found) and not base.covers("a.json", found, "5.5.0")
+    extra = Difference("extFields.x", "missing", "'0' != absent")
+    assert every.covers("b.json", extra, "5.5.0") and not every.covers("b.json", extra, "4.9.8")
+
+
+def test_a_release_that_was_not_recorded_is_refused() -> None:
+    with pytest.raises(AssertionError, match="names release '5.1.3'"):
+        parse_rows("| `5.1.3/a.json:version` | value | `439 != 409` | a release without replayed recordings |")
