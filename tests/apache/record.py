@@ -196,6 +196,12 @@ class LiveTxnReplay(LiveReplay):
             context["check_backs_for_answered_unknown"] = self.checks_seen.get(
                 self.v["txn_check_back_unknown_1"]["request"]["header"]["extFields"]["msgId"], 0)
             self._await_move()
+        theirs = vec["response"]
+        if req["code"] == RequestCode.PULL_MESSAGE and theirs and theirs["code"] == 0 and \
+                ext["topic"] not in (TRANS_HALF_TOPIC, TRANS_CHECK_MAX_TIME_TOPIC):
+            # SEND_OK can come before the consume queue has the message (5.5.0): wait for it
+            topic = ext["topic"].replace(self.run, self.new_run)
+            self.wait_max_offset(topic, int(ext["queueId"]), int(theirs["extFields"]["maxOffset"]), name)
         if "half_topic_max_offset_before_send" in (vec.get("context") or {}):
             context["half_topic_max_offset_before_send"] = self.max_offset(TRANS_HALF_TOPIC, 0)
         if half:
@@ -211,7 +217,6 @@ class LiveTxnReplay(LiveReplay):
             context["queue3_max_offset_500ms_after"] = self.max_offset(ext["b"].replace(self.run, self.new_run), 3)
         if context:
             self.context[name] = context
-        theirs = vec["response"]
         if half and theirs and theirs["code"] == 0 and out.frame is not None:
             ours, _ = decode(out.frame)
             if ours.code == 0:
