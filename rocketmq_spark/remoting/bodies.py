@@ -55,7 +55,8 @@ class SubscriptionData:
 
     @property
     def tags(self) -> frozenset[str]:
-        return parse_subscription(self.sub_string)
+        """The tags of a TAG subscription (a SQL92 one has none: its tagsSet is empty)."""
+        return parse_subscription(self.sub_string) if self.expression_type == "TAG" else frozenset()
 
     def to_json(self) -> dict[str, Any]:
         tags = sorted(self.tags)

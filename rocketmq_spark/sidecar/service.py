@@ -20,9 +20,9 @@ import pyarrow as pa
 import rocketmq_spark
 from rocketmq_spark.client import ClientConfig, MQClient
 from rocketmq_spark.client.mqclient import DEFAULT_PRODUCER_GROUP
+from rocketmq_spark.client.pull import client_tags
 from rocketmq_spark.errors import ConfigError, RocketMQError, TransportError
-from rocketmq_spark.remoting.message import (PROP_UNIQ_KEY, HostPort, MessageExt, parse_offset_msg_id,
-                                             parse_subscription)
+from rocketmq_spark.remoting.message import PROP_UNIQ_KEY, HostPort, MessageExt, parse_offset_msg_id
 from rocketmq_spark.remoting.bodies import ConsumerData
 from rocketmq_spark.remoting.codes import RequestCode
 from rocketmq_spark.remoting.compression import DEFAULT_COMPRESSION, Compression
@@ -251,7 +251,7 @@ class SidecarService:
         ahead = PULL_READAHEAD if pipeline_depth(client, spec, self.pull_policy) == 1 else RUNS_AHEAD
         chunks = readahead(self._range(client, spec), ahead, name=f"rocketmq-pull-{spec.queue.queue_id}")
         bodies = (body for chunk in chunks for body in chunk)
-        window = columnar.Window(spec.start, spec.end, parse_subscription(spec.sub_expression),
+        window = columnar.Window(spec.start, spec.end, client_tags(spec.sub_expression, spec.expression_type),
                                  spec.queue.broker_name, spec.restore_retry_topic_of)
         batcher = columnar.BodyBatcher(window, spec.max_rows_per_batch, encoded=encoded)
         return self._served(spec, batcher.batches(bodies))
