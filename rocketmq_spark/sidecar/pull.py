@@ -43,7 +43,7 @@ log = logging.getLogger(__name__)
 class Puller(Protocol):
     def pull(self, queue: MessageQueue, offset: int, *, group: str, max_nums: int = 32,
              expression: str = "*", commit_offset: int | None = None, suspend_ms: int = 0,
-             timeout: float | None = None, decode: bool = True) -> PullResult: ...
+             timeout: float | None = None, decode: bool = True, expression_type: str = "TAG") -> PullResult: ...
 
 
 @dataclass(frozen=True)
