@@ -34,7 +34,7 @@ from rocketmq_spark.client.routes import NameServers, RouteCache
 from rocketmq_spark.client.transport import PendingCall, RequestHandler, Transport
 from rocketmq_spark.errors import BrokerError, ConfigError, RemoteProtocolError, RequestTimeout, TransportError
 from rocketmq_spark.remoting.bodies import (
-    ConsumeStats, ConsumerData, HeartbeatData, LockBatchBody, decode_consumer_list,
+    CheckClientRequestBody, ConsumeStats, ConsumerData, HeartbeatData, SubscriptionData, LockBatchBody, decode_consumer_list,
     decode_lock_ok, subscription_group_body)
 from rocketmq_spark.remoting.codes import DEFAULT_TOPIC, Perm, RequestCode, ResponseCode
 from rocketmq_spark.remoting.command import RemotingCommand
@@ -587,6 +587,17 @@ class MQClient:
         topics = {s.topic for c in consumers for s in c.subscriptions}
         targets = addresses if addresses is not None else self._known_masters(sorted(topics))
         self._to_all(targets, request(RequestCode.HEART_BEAT, None, data.encode()))
+
+    def check_client_config(self, group: str, subscription: SubscriptionData, *,
+                            client_id: str | None = None) -> None:
+        """CHECK_CLIENT_CONFIG to every master of the subscription's topic, as the Java
+        consumer checks a subscription that is not TAG before it starts: BrokerError with
+        the broker's code and remark when one refuses it (the property filter off,
+        SYSTEM_ERROR; a selector that does not compile, SUBSCRIPTION_PARSE_FAILED)."""
+        body = CheckClientRequestBody(client_id or self.config.client_id, group, subscription)
+        cmd = request(RequestCode.CHECK_CLIENT_CONFIG, None, body.encode())
+        for addr in self._known_masters([subscription.topic]):
+            self._call(addr, cmd)
 
     def unregister(self, *, client_id: str | None = None, producer_group: str | None = None,
                    consumer_group: str | None = None, addresses: Sequence[str] | None = None) -> None:

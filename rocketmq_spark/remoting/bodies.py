@@ -100,6 +100,30 @@ class ConsumerData:
 
 
 @dataclass(frozen=True)
+class CheckClientRequestBody:
+    """CHECK_CLIENT_CONFIG (46): whether the broker takes a subscription (the Java consumer
+    asks it for every subscription that is not TAG before it starts)."""
+
+    client_id: str
+    group: str
+    subscription: SubscriptionData
+
+    def encode(self) -> bytes:
+        return dumps({"clientId": self.client_id, "group": self.group,
+                      "subscriptionData": self.subscription.to_json()})
+
+    @classmethod
+    def decode(cls, body: bytes) -> "CheckClientRequestBody":
+        obj = loads_object(body, "check client config")
+        try:
+            sub = obj.get("subscriptionData")
+            return cls(str(obj.get("clientId") or ""), str(obj.get("group") or ""),
+                       SubscriptionData.from_json(sub) if isinstance(sub, Mapping) else SubscriptionData(""))
+        except (KeyError, TypeError, AttributeError) as exc:
+            raise RemoteProtocolError(f"bad check client config body: {exc!r}") from None
+
+
+@dataclass(frozen=True)
 class HeartbeatData:
     client_id: str
     producer_groups: tuple[str, ...] = ()

@@ -202,8 +202,13 @@ class SidecarService:
 
     def register_consumer(self, cluster: Cluster, client_id: str, consumer: ConsumerData, *,
                           holder: ProcessRef | None = None) -> None:
-        """Keep ``client_id`` registered as a consumer of its group (``members``)."""
+        """Keep ``client_id`` registered as a consumer of its group (``members``). A
+        subscription that is not TAG is first checked with the brokers (CHECK_CLIENT_CONFIG,
+        as the Java consumer does): BrokerError with their code and remark if refused."""
         _require(consumer.group_name, "consumer_group")
+        for sub in consumer.subscriptions:
+            if sub.expression_type != "TAG":
+                self.client(cluster).check_client_config(consumer.group_name, sub, client_id=client_id)
         self.members.join(MemberKey(cluster, consumer.group_name, _require(client_id, "client_id")),
                           consumer, holder)
 

@@ -4,10 +4,12 @@ tag-filtered entries, and refuses what Apache refuses with Apache's code and rem
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from rocketmq_spark.embedded import EmbeddedCluster
-from tests.embedded.wire import Wire, heartbeat, messages, pull, send_msg, wait_for
+from rocketmq_spark.remoting.codes import RequestCode
+from tests.embedded.wire import Wire, heartbeat, messages, pull, req, send_msg, wait_for
 
 
 def fill(w: Wire, n: int, qid: int = 0) -> None:
@@ -68,3 +70,23 @@ def test_long_poll_with_sql92_answers_once_a_match_arrives(cluster: EmbeddedClus
     found = [m.body for m in messages(ans)] if ans.code == 0 else \
         [m.body for m in messages(pull(wire, "g", "T", 2, nxt, subscription="n = 7", expression_type="SQL92"))]
     assert found == [b"y"]
+
+
+def check_client_config(w: Wire, expression: str, expression_type: str = "SQL92") -> tuple[int, str | None]:
+    body = json.dumps({"clientId": "127.0.0.1@c", "group": "g", "subscriptionData": {
+        "classFilterMode": False, "codeSet": [], "expressionType": expression_type, "subString": expression,
+        "subVersion": 1, "tagsSet": [], "topic": "T"}}).encode()
+    ans = w.request(req(RequestCode.CHECK_CLIENT_CONFIG, None, body))
+    return ans.code, ans.remark
+
+
+def test_check_client_config_answers_as_apache(wire: Wire, tmp_path: Path) -> None:
+    assert check_client_config(wire, "n > 1") == (0, None)
+    assert check_client_config(wire, "TagA", "TAG") == (0, None)
+    code, remark = check_client_config(wire, "n >")
+    assert code == 23 and remark and remark.startswith("Invalid MessageSelector.")
+    assert check_client_config(wire, "")[0] == 23
+    with EmbeddedCluster(tmp_path / "own", namesrv_port=0, enable_property_filter=False) as c, \
+            Wire(c.broker_addrs["broker-a"]) as w:
+        assert check_client_config(w, "n > 1") == (1, "The broker does not support consumer to filter message by SQL92")
+        assert check_client_config(w, "TagA", "TAG") == (0, None)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from pyspark.errors import StreamingQueryException
 
+from rocketmq_spark.embedded import EmbeddedCluster
 from rocketmq_spark.structs import Message
 
 from .helpers import after_available_now, create_topic, run_available_now
@@ -45,15 +46,24 @@ def test_bad_expression_type_names_the_allowed_values(spark, cluster, names):
                subExpression="a > 1").schema
 
 
-@pytest.mark.embedded_only("Apache's brokers deliver every message for a selector they cannot parse "
-                           "(docs/compatibility.md)")
-def test_a_refused_selector_fails_the_first_batch_with_the_brokers_code_and_remark(spark, cluster, mq, names,
-                                                                                    tmp_path):
+def test_a_selector_the_brokers_refuse_stops_the_query_with_their_code_and_remark(spark, cluster, mq, names,
+                                                                                  tmp_path):
+    """Checked with CHECK_CLIENT_CONFIG before the first batch, as the Java consumer does
+    (an Apache broker would deliver every message to a pull with it)."""
     topic, group = names("t"), names("g")
     queues = create_topic(mq, topic, 1)
     assert mq.send(Message(topic, b"x", properties={"n": "1"}), queue=queues[0]).status == "SEND_OK"
     df = source(spark, cluster, topic, group, startingOffsets="earliest", subExpressionType="SQL92",
                 subExpression="n >")
-    with pytest.raises(StreamingQueryException, match=r"SUBSCRIPTION_PARSE_FAILED \(23\).*"
-                                                      r"parse the consumer's subscription failed"):
+    with pytest.raises(StreamingQueryException, match=r"SUBSCRIPTION_PARSE_FAILED \(23\)"):
         run_available_now(df, checkpoint=str(tmp_path / "ck"), name=names("m"))
+
+
+@pytest.mark.embedded_only("a cluster of its own with the property filter off")
+def test_brokers_without_the_property_filter_stop_the_query(spark, names, tmp_path):
+    with EmbeddedCluster(tmp_path / "data", namesrv_port=0, enable_property_filter=False) as own:
+        df = source(spark, own, names("t"), names("g"), startingOffsets="earliest", subExpressionType="SQL92",
+                    subExpression="n > 1")
+        with pytest.raises(StreamingQueryException, match=r"SYSTEM_ERROR \(1\).*The broker does not support "
+                                                          r"consumer to filter message by SQL92"):
+            run_available_now(df, checkpoint=str(tmp_path / "ck"), name=names("m"))
