@@ -2,7 +2,8 @@
 
 ``python -m tests.apache.record_sql92 --broker HOST:PORT --out DIR`` against the master of
 ``broker-a`` of a cluster started with ``scripts/apache-cluster start 5.5.0 --dir ...
---broker-config enablePropertyFilter=true``: it sends ``MESSAGES`` to queue 0 of a new
+--broker-config enablePropertyFilter=true`` (with ``--filter-disabled``, of one started
+without it, for ``DISABLED``'s exchanges): it sends ``MESSAGES`` to queue 0 of a new
 topic (auto-created by the send), then the ``EXCHANGES`` (pulls with a SQL92 subscription,
 CHECK_CLIENT_CONFIG), and writes one file per exchange in the vectors' format
 (tests/data/vectors/README.md): the request as sent, the answer as received with the
@@ -48,6 +49,12 @@ EXPRESSIONS: dict[str, tuple[str, str, str, str]] = {
     "sql92_check_bad": ("CHECK_CLIENT_CONFIG with a selector that does not compile", "check", "n >", "SQL92"),
     "sql92_check_tag": ("CHECK_CLIENT_CONFIG with a TAG subscription", "check", "TagA", "TAG"),
 }
+# recorded against a broker with the property filter off (Apache's default)
+DISABLED: dict[str, tuple[str, str, str, str]] = {
+    "sql92_disabled_pull": ("a SQL92 pull to a broker without enablePropertyFilter", "pull", "n > 1", "SQL92"),
+    "sql92_disabled_check": ("CHECK_CLIENT_CONFIG to a broker without enablePropertyFilter", "check", "n > 1",
+                             "SQL92"),
+}
 GROUP = "sql92_g"
 
 
@@ -84,14 +91,16 @@ def answer_of(cmd: RemotingCommand) -> dict[str, Any]:
     return out
 
 
-def record(broker: str, out: Path, topic: str) -> None:
+def record(broker: str, out: Path, topic: str, *, filter_disabled: bool = False) -> None:
     out.mkdir(parents=True, exist_ok=True)
     with Wire(broker, timeout=10) as w:
         fill(w, topic)
-        for name, (description, kind, expression, expression_type) in EXPRESSIONS.items():
+        for name, (description, kind, expression, expression_type) in (
+                DISABLED if filter_disabled else EXPRESSIONS).items():
             cmd = COMMANDS[kind](topic, expression, expression_type)
             answer = w.request(cmd)
             doc = {"name": name, "description": description, "server": "broker", "topic": topic,
+                   "property_filter": not filter_disabled,
                    "request": {"code": cmd.code, "expression": expression, "expression_type": expression_type,
                                "frame_hex": encode(cmd).hex()},
                    "response": answer_of(answer)}
@@ -103,8 +112,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--broker", required=True, help="host:port of broker-a's master")
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--topic", default=f"sql92_{time.strftime('%H%M%S')}")
+    p.add_argument("--filter-disabled", action="store_true", help="the broker runs without enablePropertyFilter")
     args = p.parse_args(argv)
-    record(args.broker, args.out, args.topic)
+    record(args.broker, args.out, args.topic, filter_disabled=args.filter_disabled)
 
 
 if __name__ == "__main__":

@@ -61,8 +61,9 @@ def test_a_selector_the_brokers_refuse_stops_the_query_with_their_code_and_remar
 
 @pytest.mark.embedded_only("a cluster of its own with the property filter off")
 def test_brokers_without_the_property_filter_stop_the_query(spark, names, tmp_path):
-    with EmbeddedCluster(tmp_path / "data", namesrv_port=0, enable_property_filter=False) as own:
-        df = source(spark, own, names("t"), names("g"), startingOffsets="earliest", subExpressionType="SQL92",
+    topic = names("t")
+    with EmbeddedCluster(tmp_path / "data", namesrv_port=0, topics={topic: 1}, enable_property_filter=False) as own:
+        df = source(spark, own, topic, names("g"), startingOffsets="earliest", subExpressionType="SQL92",
                     subExpression="n > 1")
         with pytest.raises(StreamingQueryException, match=r"SYSTEM_ERROR \(1\).*The broker does not support "
                                                           r"consumer to filter message by SQL92"):
