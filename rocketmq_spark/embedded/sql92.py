@@ -61,7 +61,7 @@ DOUBLE_MAX = 1.7976931348623157e308        # Double.MAX_VALUE
 # ------------------------------------------------------------------ Java conversions
 
 _JAVA_INT = re.compile(r"[+-]?\d+\Z")        # Integer/Long.valueOf: Unicode digits, no blanks
-_JAVA_DOUBLE = re.compile(r"[+-]?(NaN|Infinity|(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)[fFdD]?\Z")
+_JAVA_DOUBLE = re.compile(r"[+-]?(?:(NaN|Infinity)|((?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)[fFdD]?)\Z")
 _JAVA_HEX_DOUBLE = re.compile(r"([+-]?0[xX](?:[0-9a-fA-F]+\.?[0-9a-fA-F]*|\.[0-9a-fA-F]+)[pP][+-]?[0-9]+)[fFdD]?\Z")
 _JAVA_TRIM = "".join(chr(c) for c in range(0x21))   # String.trim: every char <= ' '
 
@@ -81,7 +81,7 @@ def java_double(text: str) -> float:
     s = text.strip(_JAVA_TRIM)
     m = _JAVA_DOUBLE.match(s)
     if m:
-        body = m.group(1)
+        body = m.group(1) or m.group(2)
         sign = -1.0 if s.startswith("-") else 1.0
         if body == "NaN":
             return math.nan
