@@ -69,6 +69,16 @@ class BrokerError(RocketMQError):
         super().__init__(f"{response_name(code)} ({code}){req}{where}: {self.remark}")
 
 
+# How brokers refuse a subscription (CHECK_CLIENT_CONFIG, PULL_MESSAGE): SUBSCRIPTION_PARSE_FAILED
+# (23), or SYSTEM_ERROR (1) with this remark when the expression type is not enabled.
+FILTER_NOT_SUPPORTED = "The broker does not support consumer to filter message by "
+
+
+def subscription_refused(exc: BrokerError) -> bool:
+    """Whether ``exc`` is a broker refusing a subscription: no retry can help."""
+    return exc.code == 23 or (exc.code == 1 and exc.remark.startswith(FILTER_NOT_SUPPORTED))
+
+
 class AclError(BrokerError):
     """The broker refused the request's credentials (ACL): options accessKey / secretKey."""
 

@@ -11,6 +11,7 @@ CPP_DIR = DATA / "cpp-client"
 APACHE_DIR = DATA / "apache-broker"
 APACHE5_DIR = DATA / "apache-broker-5"
 APACHE55_DIR = DATA / "apache-broker-5.5"
+SQL92_DIR = DATA / "apache-broker-sql92"
 TXN_DIR = DATA / "apache-broker-txn"
 TXN55_DIR = DATA / "apache-broker-txn-5.5"
 README = DATA / "README.md"
@@ -37,6 +38,10 @@ def apache5_vectors() -> dict[str, dict]:
 
 def apache55_vectors() -> dict[str, dict]:
     return _load(APACHE55_DIR)
+
+
+def sql92_vectors() -> dict[str, dict]:
+    return _load(SQL92_DIR)
 
 
 def txn_vectors() -> dict[str, dict]:

@@ -27,7 +27,7 @@ from rocketmq_spark.client.transport import open_socket
 from rocketmq_spark.errors import RemoteProtocolError, RequestTimeout, TransportError
 from rocketmq_spark.remoting.codes import SERIALIZE_JSON
 from rocketmq_spark.remoting.command import MAX_FRAME, RemotingCommand, decode_frame, encode
-from rocketmq_spark.remoting.message import decode_messages, parse_subscription
+from rocketmq_spark.remoting.message import decode_messages
 from rocketmq_spark.remoting.route import MessageQueue
 from rocketmq_spark.structs import PullResult, PullStatus, WalkedBodies
 from rocketmq_spark.tls import TlsStream
@@ -169,7 +169,7 @@ class DirectPuller:
         self._answers: dict[int, RemotingCommand | PullResult] = {}
         self._outstanding: set[int] = set()
         self._forgotten: set[int] = set()
-        self._templates: dict[tuple[str, int, str, str, int], tuple[bytes, bytes, bytes]] = {}
+        self._templates: dict[tuple[str, int, str, str, int, str], tuple[bytes, bytes, bytes]] = {}
 
     def __enter__(self) -> "DirectPuller":
         return self
@@ -179,16 +179,18 @@ class DirectPuller:
 
     def pull_async(self, queue: MessageQueue, offset: int, *, group: str, max_nums: int = 32,
                    expression: str = "*", commit_offset: int | None = None, suspend_ms: int = 0,
-                   timeout: float | None = None, decode: bool = True) -> "DirectPending":
+                   timeout: float | None = None, decode: bool = True,
+                   expression_type: str = "TAG") -> "DirectPending":
         self._opaque = opaque = (self._opaque % 0x7FFFFFFE) + 1
         if timeout is None:
             timeout = pull_codec.pull_timeout(suspend_ms, self.request_timeout)
         if self._sign is None and commit_offset is None and suspend_ms == 0:
-            key = (queue.topic, queue.queue_id, group, expression, max_nums)
+            key = (queue.topic, queue.queue_id, group, expression, max_nums, expression_type)
             parts = self._templates.get(key)
             if parts is None:
                 parts = self._templates[key] = _template(pull_codec.pull_request(
-                    queue, _OFFSET_MARK, group=group, max_nums=max_nums, expression=expression))
+                    queue, _OFFSET_MARK, group=group, max_nums=max_nums, expression=expression,
+                    expression_type=expression_type))
             if offset < 0:
                 raise ValueError(f"pull offset must be >= 0, got {offset}")
             header = b"%b%d%b%d%b" % (parts[0], offset, parts[1], opaque, parts[2])
@@ -196,21 +198,23 @@ class DirectPuller:
         else:                              # signed, or a committing or held pull: the codec's path
             cmd = pull_codec.pull_request(queue, offset, group=group, max_nums=max_nums,
                                           expression=expression, commit_offset=commit_offset,
-                                          suspend_ms=suspend_ms, allow_commit=True)
+                                          suspend_ms=suspend_ms, allow_commit=True,
+                                          expression_type=expression_type)
             cmd = replace(cmd, opaque=opaque)
             if self._sign is not None:
                 cmd = self._sign(cmd)
             frame = encode(cmd)
         self.conn.send(frame, timeout)
         self._outstanding.add(opaque)
-        return DirectPending(self, opaque, expression, decode, time.monotonic() + timeout)
+        return DirectPending(self, opaque, expression, decode, time.monotonic() + timeout, expression_type)
 
     def pull(self, queue: MessageQueue, offset: int, **kw: object) -> PullResult:
         return self.pull_async(queue, offset, **kw).result()  # type: ignore[arg-type]
 
     def fast_range(self, queue: MessageQueue, offset: int, end: int, *, group: str, expression: str,
                    max_nums: int, stride: int, depth: int, max_rows: int,
-                   max_bytes: int = FAST_RUN_BYTES) -> tuple[list[bytes | WalkedBodies], int] | None:
+                   max_bytes: int = FAST_RUN_BYTES,
+                   expression_type: str = "TAG") -> tuple[list[bytes | WalkedBodies], int] | None:
         """Plain pulls from ``offset`` (``max_nums`` asked, ``stride`` expected, each whole below
         ``end``), ``depth`` in flight, about ``max_rows`` messages or ``max_bytes`` of bodies
         (then the pulls in flight), in one compiled call without the GIL
@@ -225,11 +229,12 @@ class DirectPuller:
         if (_compiled is None or self._sign is not None or isinstance(conn.sock, TlsStream)
                 or self._outstanding or conn._buf or conn.broken or end - offset < stride):
             return None
-        key = (queue.topic, queue.queue_id, group, expression, max_nums)
+        key = (queue.topic, queue.queue_id, group, expression, max_nums, expression_type)
         parts = self._templates.get(key)
         if parts is None:
             parts = self._templates[key] = _template(pull_codec.pull_request(
-                queue, _OFFSET_MARK, group=group, max_nums=max_nums, expression=expression))
+                queue, _OFFSET_MARK, group=group, max_nums=max_nums, expression=expression,
+                expression_type=expression_type))
         timeout_ms = max(1, int(pull_codec.pull_timeout(0, self.request_timeout) * 1000))
         try:
             data, resume, self._opaque, rest, starts = _compiled.run(
@@ -283,9 +288,10 @@ class DirectPuller:
 
 class DirectPending:
     def __init__(self, puller: DirectPuller, opaque: int, expression: str, decode: bool,
-                 deadline: float) -> None:
+                 deadline: float, expression_type: str = "TAG") -> None:
         self._puller, self._opaque = puller, opaque
         self._expression, self._decode, self._deadline = expression, decode, deadline
+        self._expression_type = expression_type
 
     def result(self) -> PullResult:
         answer = self._puller._answer(self._opaque, self._deadline)
@@ -293,10 +299,12 @@ class DirectPending:
             if not self._decode:
                 return answer
             messages = pull_codec.filter_tags(decode_messages(answer.raw_body),
-                                              parse_subscription(self._expression)) if answer.raw_body else ()
+                                              pull_codec.client_tags(self._expression, self._expression_type)
+                                              ) if answer.raw_body else ()
             return replace(answer, messages=messages, raw_body=b"")
         return pull_codec.pull_result(answer, expression=self._expression,
-                                      address=self._puller.conn.address, decode=self._decode)
+                                      address=self._puller.conn.address, decode=self._decode,
+                                      expression_type=self._expression_type)
 
     def cancel(self) -> None:
         self._puller._forget(self._opaque)

@@ -34,7 +34,7 @@ from rocketmq_spark.client.routes import NameServers, RouteCache
 from rocketmq_spark.client.transport import PendingCall, RequestHandler, Transport
 from rocketmq_spark.errors import BrokerError, ConfigError, RemoteProtocolError, RequestTimeout, TransportError
 from rocketmq_spark.remoting.bodies import (
-    ConsumeStats, ConsumerData, HeartbeatData, LockBatchBody, decode_consumer_list,
+    CheckClientRequestBody, ConsumeStats, ConsumerData, HeartbeatData, SubscriptionData, LockBatchBody, decode_consumer_list,
     decode_lock_ok, subscription_group_body)
 from rocketmq_spark.remoting.codes import DEFAULT_TOPIC, Perm, RequestCode, ResponseCode
 from rocketmq_spark.remoting.command import RemotingCommand
@@ -331,22 +331,25 @@ class MQClient:
 
     def pull(self, queue: MessageQueue, offset: int, *, group: str, max_nums: int = 32,
              expression: str = "*", commit_offset: int | None = None, suspend_ms: int = 0,
-             timeout: float | None = None, decode: bool = True) -> PullResult:
+             timeout: float | None = None, decode: bool = True, expression_type: str = "TAG") -> PullResult:
         return self.pull_async(queue, offset, group=group, max_nums=max_nums, expression=expression,
                                commit_offset=commit_offset, suspend_ms=suspend_ms, timeout=timeout,
-                               decode=decode).result()
+                               decode=decode, expression_type=expression_type).result()
 
     def pull_async(self, queue: MessageQueue, offset: int, *, group: str, max_nums: int = 32,
                    expression: str = "*", commit_offset: int | None = None, suspend_ms: int = 0,
-                   timeout: float | None = None, decode: bool = True) -> "PendingPull":
+                   timeout: float | None = None, decode: bool = True,
+                   expression_type: str = "TAG") -> "PendingPull":
         """``pull`` sent now, answered later: several pulls of a queue can be in flight."""
         broker_id, addr = self._pull_address(queue)
         cmd = pull_codec.pull_request(queue, offset, group=group, max_nums=max_nums,
                                       expression=expression, commit_offset=commit_offset,
-                                      suspend_ms=suspend_ms, allow_commit=broker_id == MASTER_ID)
+                                      suspend_ms=suspend_ms, allow_commit=broker_id == MASTER_ID,
+                                      expression_type=expression_type)
         if timeout is None:
             timeout = pull_codec.pull_timeout(suspend_ms, self.config.request_timeout)
-        return PendingPull(self, queue, self._transport.submit(addr, cmd, timeout), expression, addr, decode)
+        return PendingPull(self, queue, self._transport.submit(addr, cmd, timeout), expression, addr, decode,
+                           expression_type)
 
     def direct_puller(self, queue: MessageQueue, *, fresh: bool = False) -> "DirectPuller":
         """Pulls of ``queue``'s broker over a connection of their own, answered in the
@@ -585,6 +588,17 @@ class MQClient:
         targets = addresses if addresses is not None else self._known_masters(sorted(topics))
         self._to_all(targets, request(RequestCode.HEART_BEAT, None, data.encode()))
 
+    def check_client_config(self, group: str, subscription: SubscriptionData, *,
+                            client_id: str | None = None) -> None:
+        """CHECK_CLIENT_CONFIG to every master of the subscription's topic, as the Java
+        consumer checks a subscription that is not TAG before it starts: BrokerError with
+        the broker's code and remark when one refuses it (the property filter off,
+        SYSTEM_ERROR; a selector that does not compile, SUBSCRIPTION_PARSE_FAILED)."""
+        body = CheckClientRequestBody(client_id or self.config.client_id, group, subscription)
+        cmd = request(RequestCode.CHECK_CLIENT_CONFIG, None, body.encode())
+        for addr in self._known_masters([subscription.topic]):
+            self._call(addr, cmd)
+
     def unregister(self, *, client_id: str | None = None, producer_group: str | None = None,
                    consumer_group: str | None = None, addresses: Sequence[str] | None = None) -> None:
         """UNREGISTER_CLIENT to ``addresses``, or to every master known."""
@@ -752,9 +766,10 @@ class PendingPull:
     """A pull in flight (``MQClient.pull_async``)."""
 
     def __init__(self, client: MQClient, queue: MessageQueue, call: PendingCall, expression: str,
-                 address: str, decode: bool) -> None:
+                 address: str, decode: bool, expression_type: str = "TAG") -> None:
         self._client, self._queue, self._call = client, queue, call
         self._expression, self._address, self._decode = expression, address, decode
+        self._expression_type = expression_type
 
     def result(self) -> PullResult:
         try:
@@ -763,7 +778,7 @@ class PendingPull:
             self._client.read_failed(self._queue, self._address)
             raise
         result = pull_codec.pull_result(response, expression=self._expression, address=self._address,
-                                        decode=self._decode)
+                                        decode=self._decode, expression_type=self._expression_type)
         with self._client._lock:
             self._client._pull_broker_id[self._queue] = result.suggest_which_broker_id
         return result

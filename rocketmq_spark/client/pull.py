@@ -5,7 +5,8 @@ heartbeat needed); SUSPEND when ``suspend_ms`` > 0 (long polling); COMMIT_OFFSET
 commit offset is given (and we pull from the master). Answers 0/19/20/21 become a
 PullResult with the four offsets; messages are decoded as stored (compressed bodies stay
 compressed, ``MessageExt.payload()`` inflates) and re-filtered by exact tag, since the
-broker filters by tag hash only.
+broker filters by tag hash only; a SQL92 selector (``expression_type="SQL92"``) is the
+broker's to evaluate, and its answers are kept whole.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ def pull_timeout(suspend_ms: int, request_timeout: float) -> float:
 
 def pull_request(queue: MessageQueue, offset: int, *, group: str, max_nums: int = 32,
                  expression: str = "*", commit_offset: int | None = None, suspend_ms: int = 0,
-                 allow_commit: bool = True) -> RemotingCommand:
+                 allow_commit: bool = True, expression_type: str = "TAG") -> RemotingCommand:
     if not group:
         raise ValueError("pull needs a consumer group")
     if offset < 0:
@@ -50,8 +51,14 @@ def pull_request(queue: MessageQueue, offset: int, *, group: str, max_nums: int 
         consumer_group=group, topic=queue.topic, queue_id=queue.queue_id, queue_offset=offset,
         max_msg_nums=max_nums, sys_flag=sys_flag, commit_offset=commit_offset or 0,
         suspend_timeout_millis=suspend_ms, sub_version=0,
-        subscription=(expression or "*").strip() or "*", expression_type="TAG")
+        subscription=(expression or "*").strip() or "*" if expression_type == "TAG" else expression,
+        expression_type=expression_type)
     return request(RequestCode.PULL_MESSAGE, header)
+
+
+def client_tags(expression: str, expression_type: str = "TAG") -> frozenset[str]:
+    """The tags a client keeps of what the broker answered (empty: everything)."""
+    return parse_subscription(expression) if expression_type == "TAG" else frozenset()
 
 
 def filter_tags(messages: list[MessageExt], tags: frozenset[str]) -> tuple[MessageExt, ...]:
@@ -61,7 +68,7 @@ def filter_tags(messages: list[MessageExt], tags: frozenset[str]) -> tuple[Messa
 
 
 def pull_result(response: RemotingCommand, *, expression: str, address: str,
-                decode: bool = True) -> PullResult:
+                decode: bool = True, expression_type: str = "TAG") -> PullResult:
     """The typed answer; with ``decode=False`` a FOUND body is handed over as received
     (``raw_body``), for callers that decode it themselves (the sidecar's columnar path)."""
     check(response, RequestCode.PULL_MESSAGE, address, ok=PULL_STATUS)
@@ -71,7 +78,7 @@ def pull_result(response: RemotingCommand, *, expression: str, address: str,
     raw = b""
     if status is PullStatus.FOUND and response.body:
         if decode:
-            messages = filter_tags(decode_messages(response.body), parse_subscription(expression))
+            messages = filter_tags(decode_messages(response.body), client_tags(expression, expression_type))
         else:
             raw = bytes(response.body)
     return PullResult(status=status, next_begin_offset=h.next_begin_offset,

@@ -73,7 +73,9 @@ class Broker:
 
     ``transaction_timeout_ms``, ``transaction_check_interval_ms`` and
     ``transaction_check_max`` are Apache's transactionTimeOut, transactionCheckInterval
-    and transactionCheckMax (defaults 6000 ms, 60000 ms, 15).
+    and transactionCheckMax (defaults 6000 ms, 60000 ms, 15). ``enable_property_filter`` is
+    enablePropertyFilter: SQL92 subscriptions are evaluated (default True here, false in
+    Apache) or refused with SYSTEM_ERROR.
     """
 
     def __init__(self, name: str, data_dir: str | Path, *, host: str = "127.0.0.1",
@@ -83,7 +85,8 @@ class Broker:
                  max_transfer_count: int = MAX_TRANSFER_COUNT, tls: ServerTls | None = None,
                  transaction_timeout_ms: int = TRANSACTION_TIMEOUT_MS,
                  transaction_check_interval_ms: int = TRANSACTION_CHECK_INTERVAL_MS,
-                 transaction_check_max: int = TRANSACTION_CHECK_MAX, dispatch_lag_ms: int = 0) -> None:
+                 transaction_check_max: int = TRANSACTION_CHECK_MAX, dispatch_lag_ms: int = 0,
+                 enable_property_filter: bool = True) -> None:
         if flush not in ("sync", "async"):
             raise ValueError(f"flush must be 'sync' or 'async', not {flush!r}")
         self.transaction_config = TransactionConfig(transaction_timeout_ms, transaction_check_interval_ms,
@@ -100,6 +103,8 @@ class Broker:
         self.segment_size = segment_size
         self.max_transfer_count = max_transfer_count
         self.dispatch_lag_ms = dispatch_lag_ms   # see MessageStore: reads lag sends, as Apache's can
+        # Apache's enablePropertyFilter (default false there): SQL92 subscriptions allowed
+        self.enable_property_filter = enable_property_filter
         self.acl_file = acl_file
         self.gates: list[Gate] = []              # fault tests hold requests here (gates.py)
         self.tls = tls

@@ -53,7 +53,8 @@ class EmbeddedCluster:
                  max_transfer_count: int = MAX_TRANSFER_COUNT, tls: ServerTls | None = None,
                  transaction_timeout_ms: int = TRANSACTION_TIMEOUT_MS,
                  transaction_check_interval_ms: int = TRANSACTION_CHECK_INTERVAL_MS,
-                 transaction_check_max: int = TRANSACTION_CHECK_MAX, dispatch_lag_ms: int = 0) -> None:
+                 transaction_check_max: int = TRANSACTION_CHECK_MAX, dispatch_lag_ms: int = 0,
+                 enable_property_filter: bool = True) -> None:
         if brokers < 1:
             raise ConfigError(f"brokers must be at least 1, not {brokers}")
         if default_queues < 1:
@@ -87,7 +88,8 @@ class EmbeddedCluster:
                                    transaction_timeout_ms=transaction_timeout_ms,
                                    transaction_check_interval_ms=transaction_check_interval_ms,
                                    transaction_check_max=transaction_check_max,
-                                   dispatch_lag_ms=dispatch_lag_ms)
+                                   dispatch_lag_ms=dispatch_lag_ms,
+                                   enable_property_filter=enable_property_filter)
             for i in range(brokers)}
         self.namesrv = NameServer(lambda: list(self.brokers.values()), host=host, port=namesrv_port,
                                   cluster=CLUSTER_NAME, advertised_host=advertised_host, tls=tls)

@@ -55,7 +55,8 @@ class SubscriptionData:
 
     @property
     def tags(self) -> frozenset[str]:
-        return parse_subscription(self.sub_string)
+        """The tags of a TAG subscription (a SQL92 one has none: its tagsSet is empty)."""
+        return parse_subscription(self.sub_string) if self.expression_type == "TAG" else frozenset()
 
     def to_json(self) -> dict[str, Any]:
         tags = sorted(self.tags)
@@ -96,6 +97,30 @@ class ConsumerData:
                    _enum(obj.get("consumeFromWhere"), CONSUME_FROM, "CONSUME_FROM_LAST_OFFSET"),
                    tuple(SubscriptionData.from_json(s) for s in obj.get("subscriptionDataSet") or ()),
                    bool(obj.get("unitMode", False)))
+
+
+@dataclass(frozen=True)
+class CheckClientRequestBody:
+    """CHECK_CLIENT_CONFIG (46): whether the broker takes a subscription (the Java consumer
+    asks it for every subscription that is not TAG before it starts)."""
+
+    client_id: str
+    group: str
+    subscription: SubscriptionData
+
+    def encode(self) -> bytes:
+        return dumps({"clientId": self.client_id, "group": self.group,
+                      "subscriptionData": self.subscription.to_json()})
+
+    @classmethod
+    def decode(cls, body: bytes) -> "CheckClientRequestBody":
+        obj = loads_object(body, "check client config")
+        try:
+            sub = obj.get("subscriptionData")
+            return cls(str(obj.get("clientId") or ""), str(obj.get("group") or ""),
+                       SubscriptionData.from_json(sub) if isinstance(sub, Mapping) else SubscriptionData(""))
+        except (KeyError, TypeError, AttributeError) as exc:
+            raise RemoteProtocolError(f"bad check client config body: {exc!r}") from None
 
 
 @dataclass(frozen=True)

@@ -172,7 +172,8 @@ class SidecarClient:
                      fail_on_data_loss: bool = True,
                      restore_retry_topic_of: str | None = None,
                      shared_memory: bool | None = None,
-                     broker_unavailable_timeout_ms: int = 0) -> Iterator[pa.RecordBatch]:
+                     broker_unavailable_timeout_ms: int = 0,
+                     expression_type: str = "TAG") -> Iterator[pa.RecordBatch]:
         """Rows of ``[start, end)`` of ``queue`` (``arrow.SOURCE_SCHEMA``), decoded batch by
         batch as the stream arrives; an empty range yields nothing. ``shared_memory``
         (default: when the sidecar listens on a Unix socket, so shares this host) has the
@@ -184,7 +185,8 @@ class SidecarClient:
         spec = PullSpec(queue, start, end, consumer_group or SIDECAR_GROUP, sub_expression,
                         pull_batch_size, max_rows_per_batch, fail_on_data_loss,
                         restore_retry_topic_of or None, shared_memory=local,
-                        broker_unavailable_timeout_ms=broker_unavailable_timeout_ms)
+                        broker_unavailable_timeout_ms=broker_unavailable_timeout_ms,
+                        expression_type=expression_type)
         if local:
             return self._shm_batches(cluster, spec)
         return arrow.read_ipc_chunks(self.pull_chunks(cluster, spec))

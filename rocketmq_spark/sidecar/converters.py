@@ -161,6 +161,7 @@ def pull_spec_from_pb(r: pb.PullRequest) -> PullSpec:
     return PullSpec(queue=queue_from_pb(r.queue), start=r.start_offset, end=r.end_offset,
                     group=r.consumer_group or SIDECAR_GROUP,
                     sub_expression=r.sub_expression or "*",
+                    expression_type=_one_of(r.expression_type or "TAG", EXPRESSION_TYPES, "expression_type"),
                     pull_batch_size=r.pull_batch_size or DEFAULT_PULL_BATCH_SIZE,
                     max_rows_per_batch=r.max_rows_per_batch or DEFAULT_MAX_ROWS_PER_BATCH,
                     fail_on_data_loss=r.fail_on_data_loss,
@@ -172,7 +173,8 @@ def pull_spec_from_pb(r: pb.PullRequest) -> PullSpec:
 def pull_request_to_pb(cluster: Cluster, s: PullSpec) -> pb.PullRequest:
     return pb.PullRequest(cluster=cluster_to_pb(cluster), consumer_group=s.group,
                           queue=queue_to_pb(s.queue), start_offset=s.start, end_offset=s.end,
-                          sub_expression=s.sub_expression, pull_batch_size=s.pull_batch_size,
+                          sub_expression=s.sub_expression, expression_type=s.expression_type,
+                          pull_batch_size=s.pull_batch_size,
                           max_rows_per_batch=s.max_rows_per_batch,
                           fail_on_data_loss=s.fail_on_data_loss,
                           restore_retry_topic_of=s.restore_retry_topic_of or "",

@@ -93,6 +93,7 @@ class PullSpec:
     shared_memory: bool = False           # batches as files in shared memory (same host)
     # ms a read may go on waiting for a broker that stopped answering (0: fail at once)
     broker_unavailable_timeout_ms: int = 0
+    expression_type: str = "TAG"          # how the broker reads sub_expression: TAG or SQL92
 
     def __post_init__(self) -> None:
         if self.start < 0 or self.end < self.start:

@@ -43,7 +43,7 @@ log = logging.getLogger(__name__)
 class Puller(Protocol):
     def pull(self, queue: MessageQueue, offset: int, *, group: str, max_nums: int = 32,
              expression: str = "*", commit_offset: int | None = None, suspend_ms: int = 0,
-             timeout: float | None = None, decode: bool = True) -> PullResult: ...
+             timeout: float | None = None, decode: bool = True, expression_type: str = "TAG") -> PullResult: ...
 
 
 @dataclass(frozen=True)
@@ -121,6 +121,7 @@ class _RangeReader:
                 try:
                     if fast is not None and not inflight:
                         got = fast(s.queue, offset, s.end, group=s.group, expression=s.sub_expression,
+                                   expression_type=s.expression_type,
                                    max_nums=s.pull_batch_size, stride=stride, depth=depth,
                                    max_rows=s.max_rows_per_batch)
                         if got is None:                # not here (TLS, ACL, not built, the last pull)
@@ -211,7 +212,7 @@ class _RangeReader:
     def _send(self, offset: int) -> "_Pending":
         s = self.spec
         args = dict(group=s.group, max_nums=min(s.pull_batch_size, s.end - offset),
-                    expression=s.sub_expression, suspend_ms=0)
+                    expression=s.sub_expression, expression_type=s.expression_type, suspend_ms=0)
         if hasattr(self.client, "pull_async"):
             return self.client.pull_async(s.queue, offset, decode=False, **args)  # type: ignore[attr-defined]
         return _Done(self.client.pull(s.queue, offset, decode=False, **args))
@@ -326,7 +327,7 @@ _HANDLERS: dict[PullStatus, Callable[[_RangeReader, int, PullResult], _Step]] = 
 def pipeline_depth(client: Puller, spec: PullSpec, policy: PullPolicy) -> int:
     """Pulls of a range kept in flight: one when offsets cannot be predicted (a tag filter
     skips entries) or the client has no asynchronous pull."""
-    if parse_subscription(spec.sub_expression):
+    if spec.expression_type != "TAG" or parse_subscription(spec.sub_expression):
         return 1
     return policy.pipeline_depth if hasattr(client, "pull_async") else 1
 

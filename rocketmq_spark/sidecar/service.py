@@ -20,9 +20,9 @@ import pyarrow as pa
 import rocketmq_spark
 from rocketmq_spark.client import ClientConfig, MQClient
 from rocketmq_spark.client.mqclient import DEFAULT_PRODUCER_GROUP
+from rocketmq_spark.client.pull import client_tags
 from rocketmq_spark.errors import ConfigError, RocketMQError, TransportError
-from rocketmq_spark.remoting.message import (PROP_UNIQ_KEY, HostPort, MessageExt, parse_offset_msg_id,
-                                             parse_subscription)
+from rocketmq_spark.remoting.message import PROP_UNIQ_KEY, HostPort, MessageExt, parse_offset_msg_id
 from rocketmq_spark.remoting.bodies import ConsumerData
 from rocketmq_spark.remoting.codes import RequestCode
 from rocketmq_spark.remoting.compression import DEFAULT_COMPRESSION, Compression
@@ -202,8 +202,13 @@ class SidecarService:
 
     def register_consumer(self, cluster: Cluster, client_id: str, consumer: ConsumerData, *,
                           holder: ProcessRef | None = None) -> None:
-        """Keep ``client_id`` registered as a consumer of its group (``members``)."""
+        """Keep ``client_id`` registered as a consumer of its group (``members``). A
+        subscription that is not TAG is first checked with the brokers (CHECK_CLIENT_CONFIG,
+        as the Java consumer does): BrokerError with their code and remark if refused."""
         _require(consumer.group_name, "consumer_group")
+        for sub in consumer.subscriptions:
+            if sub.expression_type != "TAG":
+                self.client(cluster).check_client_config(consumer.group_name, sub, client_id=client_id)
         self.members.join(MemberKey(cluster, consumer.group_name, _require(client_id, "client_id")),
                           consumer, holder)
 
@@ -251,7 +256,7 @@ class SidecarService:
         ahead = PULL_READAHEAD if pipeline_depth(client, spec, self.pull_policy) == 1 else RUNS_AHEAD
         chunks = readahead(self._range(client, spec), ahead, name=f"rocketmq-pull-{spec.queue.queue_id}")
         bodies = (body for chunk in chunks for body in chunk)
-        window = columnar.Window(spec.start, spec.end, parse_subscription(spec.sub_expression),
+        window = columnar.Window(spec.start, spec.end, client_tags(spec.sub_expression, spec.expression_type),
                                  spec.queue.broker_name, spec.restore_retry_topic_of)
         batcher = columnar.BodyBatcher(window, spec.max_rows_per_batch, encoded=encoded)
         return self._served(spec, batcher.batches(bodies))

@@ -70,6 +70,7 @@ class SourceOptions:
     consume_mode: str                      # ORDERLY | CONCURRENT
     message_model: str                     # CLUSTERING | BROADCASTING
     sub_expression: str
+    sub_expression_type: str               # TAG | SQL92 (RocketMQ's ExpressionType)
     starting: StartSpec
     ending: EndSpec                        # batch reads only (LatestEnd for streams)
     fail_on_data_loss: bool
@@ -203,6 +204,25 @@ def _owner(name: str, raw: str) -> str:
     return value
 
 
+def _expression_type(name: str, raw: str) -> str:
+    from rocketmq_spark.remoting.bodies import EXPRESSION_TYPES
+
+    value = raw.strip().upper()
+    if value not in EXPRESSION_TYPES:
+        raise ConfigError(f"option {name!r}: {raw!r} is not one of {', '.join(EXPRESSION_TYPES)}")
+    return value
+
+
+def _sql92(name: str, raw: str) -> str:
+    """A selector is the brokers' to parse (their refusal carries its code and remark);
+    only what cannot be one is refused here."""
+    expr = raw.strip()
+    if expr in ("", "*"):
+        raise ConfigError(f"option {name!r}: subExpressionType=SQL92 needs a selector such as "
+                          f"\"a > 5 AND TAGS IN ('TagA')\", not {raw!r}")
+    return expr
+
+
 def _sub_expression(name: str, raw: str) -> str:
     expr = raw.strip()
     if expr in ("", "*"):
@@ -257,7 +277,8 @@ OPTIONS: dict[str, OptionSpec] = {s.name.lower(): s for s in [
     OptionSpec("consumerGroup", _group, "default: spark-<hash of the topics>"),
     OptionSpec("consumeMode", _choice(ORDERLY, CONCURRENT), "orderly (default) | concurrent"),
     OptionSpec("messageModel", _choice(CLUSTERING, BROADCASTING), "clustering (default) | broadcasting"),
-    OptionSpec("subExpression", _sub_expression, "'*' (default) or 'TagA || TagB'"),
+    OptionSpec("subExpression", _raw, "'*' (default) or 'TagA || TagB'; a SQL92 selector with subExpressionType=SQL92"),
+    OptionSpec("subExpressionType", _expression_type, "TAG (default) | SQL92: how the brokers read subExpression"),
     OptionSpec("startingOffsets", _raw, "group | earliest | latest | JSON offsets"),
     OptionSpec("startingTimestamp", _int_range(0), "ms since the epoch: first message stored at or after it"),
     OptionSpec("endingOffsets", _raw, "batch reads: latest (default) | JSON offsets"),
@@ -399,7 +420,9 @@ def parse(options: Mapping[str, str], kind: ReadKind = "stream") -> SourceOption
     group = values.get("consumergroup") or derived_group(topics)
     mode = values.get("consumemode", ORDERLY)
     model = values.get("messagemodel", CLUSTERING)
-    sub = values.get("subexpression", "*")
+    expression_type = values.get("subexpressiontype", "TAG")
+    parse_sub = _sub_expression if expression_type == "TAG" else _sql92
+    sub = parse_sub("subExpression", values.get("subexpression", "*"))
 
     if mode == ORDERLY and "minpartitions" in values:
         raise ConfigError("option 'minPartitions' applies to consumeMode=concurrent only: orderly "
@@ -426,6 +449,7 @@ def parse(options: Mapping[str, str], kind: ReadKind = "stream") -> SourceOption
         consume_mode=mode,
         message_model=model,
         sub_expression=sub,
+        sub_expression_type=expression_type,
         starting=starting,
         ending=ending,
         fail_on_data_loss=values.get("failondataloss", True),
@@ -455,7 +479,8 @@ def consumer_data(opts: SourceOptions) -> "ConsumerData":
     imported here: parsing options (Spark's planning process) needs none of them."""
     from rocketmq_spark.remoting.bodies import ConsumerData, SubscriptionData
 
-    subs = tuple(SubscriptionData(t, opts.sub_expression) for t in opts.topics)
+    subs = tuple(SubscriptionData(t, opts.sub_expression, expression_type=opts.sub_expression_type)
+                 for t in opts.topics)
     if opts.reads_retry_topic:
         subs += (SubscriptionData(opts.retry_topic, "*"),)
     return ConsumerData(opts.consumer_group, "CONSUME_ACTIVELY", opts.message_model.upper(),

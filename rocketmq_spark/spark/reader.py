@@ -38,6 +38,7 @@ def _batches(opts: SourceOptions, p: RocketMQPartition) -> Iterator[pa.RecordBat
                 consumer_group=opts.consumer_group,
                 # RocketMQ consumers subscribe to their retry topic with "*"
                 sub_expression="*" if retry else opts.sub_expression,
+                expression_type="TAG" if retry else opts.sub_expression_type,
                 pull_batch_size=opts.pull_batch_size,
                 max_rows_per_batch=opts.arrow_batch_rows,
                 fail_on_data_loss=opts.fail_on_data_loss,

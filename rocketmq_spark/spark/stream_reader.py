@@ -46,7 +46,7 @@ from typing import Callable, Sequence
 
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 
-from rocketmq_spark.errors import RocketMQError, TransportError
+from rocketmq_spark.errors import BrokerError, RocketMQError, TransportError, subscription_refused
 from rocketmq_spark.remoting.route import MessageQueue
 from rocketmq_spark.sidecar.errors import DataLossError
 from rocketmq_spark.spark import features, link
@@ -247,6 +247,12 @@ class RocketMQStreamReader(DataSourceStreamReader, features.TriggerAvailableNowB
         try:
             self._call(o.sidecar, lambda c: c.register_consumer(cluster, o.lock_owner, consumer_data(o)))
             return True
+        except BrokerError as exc:
+            if subscription_refused(exc):     # the query cannot read what it asked for: stop it
+                raise
+            log.warning("consumer group %s: registering %s with the brokers failed (retrying in %d ms): %s",
+                        o.consumer_group, o.lock_owner, o.queue_refresh_ms, exc)
+            return False
         except Exception as exc:  # noqa: BLE001 - membership is for others to see; reading goes on
             log.warning("consumer group %s: registering %s with the brokers failed (retrying in %d ms): %s",
                         o.consumer_group, o.lock_owner, o.queue_refresh_ms, exc)

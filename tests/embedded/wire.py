@@ -156,13 +156,14 @@ def send_msg(w: Wire, topic: str, body: bytes, *, queue_id: int = 0, tags: str |
 
 def pull(w: Wire, group: str, topic: str, queue_id: int, offset: int, *, max_nums: int = 32,
          sys_flag: int = 4, subscription: str | None = "*", suspend_ms: int = 0, commit_offset: int = 0,
-         sub_version: int = 0, timeout: float | None = None, send_only: bool = False) -> Any:
+         sub_version: int = 0, timeout: float | None = None, send_only: bool = False,
+         expression_type: str = "TAG") -> Any:
     ext: dict[str, Any] = {"consumerGroup": group, "topic": topic, "queueId": queue_id, "queueOffset": offset,
                            "maxMsgNums": max_nums, "sysFlag": sys_flag, "commitOffset": commit_offset,
                            "suspendTimeoutMillis": suspend_ms, "subVersion": sub_version}
     if subscription is not None:
         ext["subscription"] = subscription
-        ext["expressionType"] = "TAG"
+        ext["expressionType"] = expression_type
     cmd = req(RequestCode.PULL_MESSAGE, ext)
     return w.send(cmd) if send_only else w.request(cmd, timeout)
 
@@ -180,10 +181,11 @@ def max_offset(w: Wire, topic: str, queue_id: int) -> int:
 
 
 def heartbeat(w: Wire, client_id: str, group: str | None = None, topics: Mapping[str, str] | None = None, *,
-              model: str = "CLUSTERING", producer_group: str | None = None, sub_version: int = 1) -> RemotingCommand:
+              model: str = "CLUSTERING", producer_group: str | None = None, sub_version: int = 1,
+              expression_type: str = "TAG") -> RemotingCommand:
     consumers = []
     if group is not None:
-        subs = [{"classFilterMode": False, "codeSet": [], "expressionType": "TAG", "subString": expr,
+        subs = [{"classFilterMode": False, "codeSet": [], "expressionType": expression_type, "subString": expr,
                  "subVersion": sub_version, "tagsSet": [], "topic": t} for t, expr in (topics or {}).items()]
         consumers.append({"consumeFromWhere": "CONSUME_FROM_LAST_OFFSET", "consumeType": "CONSUME_ACTIVELY",
                           "groupName": group, "messageModel": model, "subscriptionDataSet": subs,

@@ -31,7 +31,8 @@ class FakeQueue:
 
     def pull(self, queue: MessageQueue, offset: int, *, group: str, max_nums: int = 32,
              expression: str = "*", commit_offset: int | None = None, suspend_ms: int = 0,
-             timeout: float | None = None, decode: bool = True) -> PullResult:
+             timeout: float | None = None, decode: bool = True, expression_type: str = "TAG") -> PullResult:
+        assert expression_type == "TAG", "the fake broker filters by tags only"
         res = self._pull(offset, max_nums, expression)
         if decode or not res.messages:
             return res

@@ -39,6 +39,7 @@ HANDLERS: dict[int, Handler] = {
     R.GET_CONSUMER_LIST_BY_GROUP: consumer.handle_consumer_list,
     R.LOCK_BATCH_MQ: consumer.handle_lock,
     R.UNLOCK_BATCH_MQ: consumer.handle_unlock,
+    R.CHECK_CLIENT_CONFIG: consumer.handle_check_client_config,
     R.GET_MAX_OFFSET: admin.handle_max_offset,
     R.GET_MIN_OFFSET: admin.handle_min_offset,
     R.SEARCH_OFFSET_BY_TIMESTAMP: admin.handle_search_offset,

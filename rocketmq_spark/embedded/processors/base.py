@@ -108,6 +108,9 @@ class BrokerContext(Served, Protocol):
     def flush_sync(self) -> bool: ...
 
     @property
+    def enable_property_filter(self) -> bool: ...         # SQL92 subscriptions allowed
+
+    @property
     def store(self) -> MessageStore: ...
 
     @property

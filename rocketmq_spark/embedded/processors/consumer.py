@@ -1,5 +1,6 @@
 """Consumer-side requests: offsets (14, 15), HEART_BEAT (34), UNREGISTER_CLIENT (35),
-CONSUMER_SEND_MSG_BACK (36), GET_CONSUMER_LIST_BY_GROUP (38), LOCK/UNLOCK_BATCH_MQ (41, 42).
+CONSUMER_SEND_MSG_BACK (36), GET_CONSUMER_LIST_BY_GROUP (38), LOCK/UNLOCK_BATCH_MQ (41, 42),
+CHECK_CLIENT_CONFIG (46).
 """
 
 from __future__ import annotations
@@ -8,7 +9,9 @@ import random
 
 from rocketmq_spark.embedded.processors.base import BrokerContext, Call, Refuse
 from rocketmq_spark.errors import RemoteProtocolError
-from rocketmq_spark.remoting.bodies import HeartbeatData, LockBatchBody, encode_consumer_list, encode_lock_ok
+from rocketmq_spark.embedded.sql92 import SelectorError, compile_selector
+from rocketmq_spark.remoting.bodies import (CheckClientRequestBody, HeartbeatData, LockBatchBody,
+                                            encode_consumer_list, encode_lock_ok)
 from rocketmq_spark.remoting.codes import ResponseCode, dlq_topic, retry_topic
 from rocketmq_spark.remoting.command import RemotingCommand
 from rocketmq_spark.remoting.headers import (ConsumerSendMsgBackRequestHeader, GetConsumerListRequestHeader,
@@ -64,6 +67,28 @@ def handle_heartbeat(broker: BrokerContext, call: Call) -> RemotingCommand:
     for producer_group in data.producer_groups:
         broker.clients.register_producer(call.conn, data.client_id, call.cmd.language, call.cmd.version,
                                          producer_group)
+    return call.answer(ResponseCode.SUCCESS)
+
+
+def handle_check_client_config(broker: BrokerContext, call: Call) -> RemotingCommand:
+    """Apache's ``checkClientConfig``: a TAG subscription passes; another type needs the
+    property filter (SYSTEM_ERROR) and an expression that compiles (SUBSCRIPTION_PARSE_FAILED
+    with the parser's message, where Apache puts its exception's)."""
+    try:
+        sub = CheckClientRequestBody.decode(call.cmd.body or b"{}").subscription
+    except RemoteProtocolError as exc:
+        raise Refuse(ResponseCode.SYSTEM_ERROR, f"bad CheckClientRequestBody body: {exc}") from None
+    if sub.expression_type.upper() == "TAG":
+        return call.answer(ResponseCode.SUCCESS)
+    if not broker.enable_property_filter:
+        raise Refuse(ResponseCode.SYSTEM_ERROR,
+                     f"The broker does not support consumer to filter message by {sub.expression_type}")
+    if sub.expression_type.upper() != "SQL92":
+        raise Refuse(ResponseCode.SUBSCRIPTION_PARSE_FAILED, f"no filter for expression type {sub.expression_type}")
+    try:
+        compile_selector(sub.sub_string)
+    except SelectorError as exc:
+        raise Refuse(ResponseCode.SUBSCRIPTION_PARSE_FAILED, str(exc)) from None
     return call.answer(ResponseCode.SUCCESS)
 
 

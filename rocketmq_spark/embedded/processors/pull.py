@@ -5,7 +5,10 @@ request or from the group's heartbeat), then the store's answer mapped to a resp
 code with the store status as remark and the four offsets as extFields. A
 PULL_NOT_FOUND with the SUSPEND flag is parked for long polling on its first execution;
 the re-execution (woken by a message or by the timeout) answers whatever it finds. The
-COMMIT_OFFSET flag stores ``commitOffset`` on the first execution only.
+COMMIT_OFFSET flag stores ``commitOffset`` on the first execution only. A SQL92
+subscription (``enable_property_filter``, Apache's enablePropertyFilter) is evaluated on
+each stored record's properties (embedded/sql92.py); entries it refuses are skipped as
+tag-filtered ones are.
 
 ``answer_plain_pull`` is the same request answered from the frame as read: a JSON PULL
 request with every field present, a subscription carried in the request (tags or
@@ -22,6 +25,7 @@ import json
 import json.scanner
 import struct
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
 from rocketmq_spark.embedded.long_poll import MAX_HOLD_MS, HeldPull
@@ -30,7 +34,8 @@ from rocketmq_spark.embedded.store import GetStatus
 from rocketmq_spark.remoting.codes import SERIALIZE_JSON, SERVER_VERSION, PullSysFlag, ResponseCode
 from rocketmq_spark.remoting.command import RemotingCommand
 from rocketmq_spark.remoting.headers import PullMessageRequestHeader
-from rocketmq_spark.remoting.message import java_string_hash, parse_subscription
+from rocketmq_spark.embedded.sql92 import Selector, SelectorError, compile_selector
+from rocketmq_spark.remoting.message import decode_message, java_string_hash, parse_subscription
 
 if TYPE_CHECKING:
     from rocketmq_spark.embedded.server import Connection
@@ -76,15 +81,42 @@ def _subscription(broker: BrokerContext, h: PullMessageRequestHeader) -> tuple[s
     return sub.expression_type, sub.sub_string
 
 
+@dataclass(frozen=True)
+class PullFilter:
+    """What a pull passes: ``accept`` takes consume-queue tag codes (None: all), ``match``
+    stored records (a SQL92 selector on the properties; None: all)."""
+
+    accept: Callable[[int], bool] | None
+    match: Callable[[bytes], bool] | None = None
+
+
+def _selector_match(selector: Selector) -> Callable[[bytes], bool]:
+    def match(record: bytes) -> bool:
+        return selector.matches(decode_message(record)[0].properties)
+    return match
+
+
 @functools.lru_cache(maxsize=256)
-def _tag_filter(expression_type: str, expression: str | None) -> Callable[[int], bool] | None:
-    """Whether a tag code passes the subscription (None: everything passes); ``Refuse``
-    for an expression type other than TAG."""
-    if expression_type.upper() != "TAG":
+def _filter(expression_type: str, expression: str | None, property_filter: bool) -> PullFilter:
+    """The filter of a subscription; ``Refuse`` where Apache refuses it: a type other than
+    TAG with the property filter off (SYSTEM_ERROR), an empty or bad SQL92 expression
+    (SUBSCRIPTION_PARSE_FAILED)."""
+    if expression_type == "TAG":
+        codes = frozenset(java_string_hash(t) for t in parse_subscription(expression))
+        return PullFilter(codes.__contains__ if codes else None)
+    if not property_filter or expression_type != "SQL92":
         raise Refuse(ResponseCode.SYSTEM_ERROR,
                      f"The broker does not support consumer to filter message by {expression_type}", EMPTY)
-    codes = frozenset(java_string_hash(t) for t in parse_subscription(expression))
-    return codes.__contains__ if codes else None
+    try:
+        selector = compile_selector(expression or "")
+    except SelectorError:
+        raise Refuse(ResponseCode.SUBSCRIPTION_PARSE_FAILED, "parse the consumer's subscription failed",
+                     EMPTY) from None
+    return PullFilter(None, _selector_match(selector))
+
+
+def _tag_filter(broker: BrokerContext, expression_type: str, expression: str | None) -> PullFilter:
+    return _filter((expression_type or "TAG").upper(), expression, broker.enable_property_filter)
 
 
 def execute_pull(broker: BrokerContext, call: Call, h: PullMessageRequestHeader, *,
@@ -99,9 +131,10 @@ def execute_pull(broker: BrokerContext, call: Call, h: PullMessageRequestHeader,
         raise Refuse(ResponseCode.SYSTEM_ERROR,
                      f"queueId[{h.queue_id}] is illegal, topic:[{h.topic}] topicConfig.readQueueNums:"
                      f"[{config.read_queue_nums}] consumer:[/{call.conn.remote_addr}]", EMPTY)
-    accept = _tag_filter(*_subscription(broker, h))
+    pull_filter = _tag_filter(broker, *_subscription(broker, h))
+    accept = pull_filter.accept
     started = time.monotonic()
-    result = broker.store.get(h.topic, h.queue_id, h.queue_offset, h.max_msg_nums, accept)
+    result = broker.store.get(h.topic, h.queue_id, h.queue_offset, h.max_msg_nums, accept, pull_filter.match)
     broker.stats.on_pull(h.consumer_group, h.topic, result.count, (time.monotonic() - started) * 1000)
     code = STATUS_CODES[result.status](h.queue_offset)
     ext = {"suggestWhichBrokerId": "0", "nextBeginOffset": str(result.next_begin_offset),
@@ -167,9 +200,12 @@ def answer_plain_pull(broker: BrokerContext, conn: "Connection", frame: bytes) -
             and 0 <= queue_id < config.read_queue_nums):
         return False                       # refused or from the group's subscription: the general path
     try:
-        accept = _tag_filter(expression_type or "TAG", subscription)
-    except Refuse:                         # not TAG: the general path refuses it
+        pull_filter = _tag_filter(broker, expression_type, subscription)
+    except Refuse:                         # refused: the general path answers it
         return False
+    if pull_filter.match is not None:      # a SQL92 selector: the general path reads records
+        return False
+    accept = pull_filter.accept
     started = time.monotonic()
     try:
         result = broker.store.get(topic, queue_id, offset, max_nums, accept)

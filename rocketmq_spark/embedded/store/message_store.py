@@ -61,6 +61,10 @@ def indexed(sys_flag: int) -> bool:
     return (sys_flag & MessageSysFlag.TRANSACTION_MASK) not in NOT_INDEXED
 
 
+def _ANY(_code: int) -> bool:
+    return True
+
+
 class GetStatus(Enum):
     FOUND = "FOUND"
     NO_MATCHED_MESSAGE = "NO_MATCHED_MESSAGE"
@@ -332,8 +336,15 @@ class MessageStore:
         return self.commitlog.read_record_at(commit_log_offset)
 
     def get(self, topic: str, queue_id: int, offset: int, max_nums: int,
-            accept: Callable[[int], bool] | None = None) -> GetResult:
-        """The store half of a pull (``DefaultMessageStore.getMessage``)."""
+            accept: Callable[[int], bool] | None = None,
+            match: Callable[[bytes], bool] | None = None) -> GetResult:
+        """The store half of a pull (``DefaultMessageStore.getMessage``). ``accept`` takes
+        tag codes (the consume queue's filter); ``match`` takes the stored record of an
+        entry ``accept`` took (Apache's ``isMatchedByCommitLog``: a SQL92 selector on the
+        properties); entries either refuses are skipped, and the next begin offset moves
+        past them."""
+        if match is not None and accept is None:
+            accept = _ANY
         cq = self._queues.get((topic, queue_id))
         if cq is None:  # Apache creates a queue on first look: an empty one
             return GetResult(GetStatus.NO_MESSAGE_IN_QUEUE, 0, 0, 0)
@@ -359,7 +370,8 @@ class MessageStore:
                 picked = self._within_bytes(cq, picked)
             i = picked[-1] + 1
         else:
-            picked, i = self._scan(cq, offset, hi, max_nums, self.max_transfer_count, accept)
+            picked, i = self._scan(cq, offset, hi, max_nums, self.max_transfer_count, accept,
+                                   None if match is None else self._matcher(cq, match))
         if not picked:
             return GetResult(GetStatus.NO_MATCHED_MESSAGE, i, lo, hi)
         pieces, count = self._read_runs(cq, picked)
@@ -379,9 +391,17 @@ class MessageStore:
                 return picked[:n]
         return picked
 
+    def _matcher(self, cq: ConsumeQueue, match: Callable[[bytes], bool]) -> Callable[[int], bool]:
+        """Whether the record at a queue position passes ``match`` (a record gone: not)."""
+        def matched(i: int) -> bool:
+            record = self.commitlog.read(cq.phys[i], cq.sizes[i])
+            return record is not None and match(record)
+        return matched
+
     @staticmethod
     def _scan(cq: ConsumeQueue, offset: int, hi: int, max_nums: int, max_count: int,
-              accept: Callable[[int], bool]) -> tuple[list[int], int]:
+              accept: Callable[[int], bool],
+              matched: Callable[[int], bool] | None = None) -> tuple[list[int], int]:
         """Entries from ``offset`` whose tag code ``accept`` takes, within the limits, and
         the position after the last entry looked at."""
         picked: list[int] = []
@@ -393,7 +413,7 @@ class MessageStore:
             size = cq.sizes[i]
             if picked and (len(picked) >= count_limit or total + size > MAX_TRANSFER_BYTES):
                 break
-            if accept(cq.tags[i]):
+            if accept(cq.tags[i]) and (matched is None or matched(i)):
                 picked.append(i)
                 total += size
             i += 1

@@ -229,7 +229,7 @@ class UnregisterConsumerResponse(_message.Message):
     def __init__(self) -> None: ...
 
 class PullRequest(_message.Message):
-    __slots__ = ("cluster", "consumer_group", "queue", "start_offset", "end_offset", "sub_expression", "pull_batch_size", "max_rows_per_batch", "fail_on_data_loss", "restore_retry_topic_of", "shared_memory", "broker_unavailable_timeout_ms")
+    __slots__ = ("cluster", "consumer_group", "queue", "start_offset", "end_offset", "sub_expression", "pull_batch_size", "max_rows_per_batch", "fail_on_data_loss", "restore_retry_topic_of", "shared_memory", "broker_unavailable_timeout_ms", "expression_type")
     CLUSTER_FIELD_NUMBER: _ClassVar[int]
     CONSUMER_GROUP_FIELD_NUMBER: _ClassVar[int]
     QUEUE_FIELD_NUMBER: _ClassVar[int]
@@ -242,6 +242,7 @@ class PullRequest(_message.Message):
     RESTORE_RETRY_TOPIC_OF_FIELD_NUMBER: _ClassVar[int]
     SHARED_MEMORY_FIELD_NUMBER: _ClassVar[int]
     BROKER_UNAVAILABLE_TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    EXPRESSION_TYPE_FIELD_NUMBER: _ClassVar[int]
     cluster: Cluster
     consumer_group: str
     queue: MessageQueue
@@ -254,7 +255,8 @@ class PullRequest(_message.Message):
     restore_retry_topic_of: str
     shared_memory: bool
     broker_unavailable_timeout_ms: int
-    def __init__(self, cluster: _Optional[_Union[Cluster, _Mapping]] = ..., consumer_group: _Optional[str] = ..., queue: _Optional[_Union[MessageQueue, _Mapping]] = ..., start_offset: _Optional[int] = ..., end_offset: _Optional[int] = ..., sub_expression: _Optional[str] = ..., pull_batch_size: _Optional[int] = ..., max_rows_per_batch: _Optional[int] = ..., fail_on_data_loss: _Optional[bool] = ..., restore_retry_topic_of: _Optional[str] = ..., shared_memory: _Optional[bool] = ..., broker_unavailable_timeout_ms: _Optional[int] = ...) -> None: ...
+    expression_type: str
+    def __init__(self, cluster: _Optional[_Union[Cluster, _Mapping]] = ..., consumer_group: _Optional[str] = ..., queue: _Optional[_Union[MessageQueue, _Mapping]] = ..., start_offset: _Optional[int] = ..., end_offset: _Optional[int] = ..., sub_expression: _Optional[str] = ..., pull_batch_size: _Optional[int] = ..., max_rows_per_batch: _Optional[int] = ..., fail_on_data_loss: _Optional[bool] = ..., restore_retry_topic_of: _Optional[str] = ..., shared_memory: _Optional[bool] = ..., broker_unavailable_timeout_ms: _Optional[int] = ..., expression_type: _Optional[str] = ...) -> None: ...
 
 class ArrowChunk(_message.Message):
     __slots__ = ("ipc", "shm_path")
