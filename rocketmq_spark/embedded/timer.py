@@ -10,8 +10,8 @@ earliest is due (woken by new entries, and by a ``FakeClock`` being moved). A me
 due one precision step (1 s) after its ``TIMER_OUT_MS``, which is when Apache 5.5.0
 delivers it: never before the time asked for, at most a second after. At its time it
 becomes a new message in the real queue with the same body, flags, born fields and
-properties plus ``TIMER_ENQUEUE_MS`` (when the wheel stored it), ``TIMER_DEQUEUE_MS``
-(now) and ``WAIT=false`` (REAL_TOPIC/REAL_QID stay, as 5.5.0 keeps them).
+properties plus ``TIMER_ENQUEUE_MS`` (the second the wheel stored it in), ``TIMER_DEQUEUE_MS``
+(now); WAIT, REAL_TOPIC and REAL_QID stay, as 5.5.0 keeps them (measured).
 
 Progress survives a restart: ``config/timerCheckpoint.json`` holds the wheel offset below
 which every entry was delivered, and the delivered offsets above it (entries are due out
@@ -33,8 +33,7 @@ from rocketmq_spark.embedded.persist import read_json, write_json
 from rocketmq_spark.embedded.service_thread import ServiceThread
 from rocketmq_spark.embedded.store import MessageStore, PutResult
 from rocketmq_spark.errors import RemoteProtocolError
-from rocketmq_spark.remoting.message import (PROP_REAL_QID, PROP_REAL_TOPIC, PROP_WAIT, MessageExt,
-                                             decode_message)
+from rocketmq_spark.remoting.message import PROP_REAL_QID, PROP_REAL_TOPIC, MessageExt, decode_message
 from rocketmq_spark.remoting.timer import (PROP_TIMER_DEQUEUE_MS, PROP_TIMER_ENQUEUE_MS,
                                            PROP_TIMER_OUT_MS, TIMER_PRECISION_MS, TIMER_TOPIC)
 
@@ -183,9 +182,9 @@ class TimerService(ServiceThread):
         if not topic:
             log.error("%s: wheel entry %d has no REAL_TOPIC; dropped", self.thread_name, offset)
             return None
-        props[PROP_TIMER_ENQUEUE_MS] = str(msg.store_timestamp)
+        # 5.5.0 names the second the wheel took it in (a multiple of the precision)
+        props[PROP_TIMER_ENQUEUE_MS] = str(msg.store_timestamp // self.precision_ms * self.precision_ms)
         props[PROP_TIMER_DEQUEUE_MS] = str(self.clock.now_ms())
-        props[PROP_WAIT] = "false"
         return MessageExt(topic=topic, body=msg.body, queue_id=qid, flag=msg.flag, sys_flag=msg.sys_flag,
                           born_timestamp=msg.born_timestamp, born_host=msg.born_host,
                           reconsume_times=msg.reconsume_times, properties=props)
