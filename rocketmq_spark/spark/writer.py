@@ -108,14 +108,15 @@ COLUMNS: dict[str, ColumnSpec] = {c.name: c for c in [
     ColumnSpec("delay_ms", _is_integral, "tinyint, smallint, int or bigint"),
 ]}
 TIMER_COLUMNS = ("deliver_time", "delay_ms")
+_NO_TIMER = ("RocketMQ's transactional messages cannot be timer messages (TRANSACTION and DELAY are "
+             "distinct message types; its 5.x clients refuse a transactional message with a delivery "
+             "timestamp)")
 # Columns exactly-once writes refuse, and why (RocketMQ's message types are exclusive:
 # NORMAL, FIFO, DELAY, TRANSACTION; a transactional message has no delay or timer).
 _NOT_TRANSACTIONAL = {
     "delay_level": "RocketMQ's transactional messages have no delay",
-    "deliver_time": "RocketMQ's transactional messages cannot be timer messages (TRANSACTION and "
-                    "DELAY are distinct message types)",
-    "delay_ms": "RocketMQ's transactional messages cannot be timer messages (TRANSACTION and "
-                "DELAY are distinct message types)",
+    "deliver_time": _NO_TIMER,
+    "delay_ms": _NO_TIMER,
 }
 
 # Property names RocketMQ itself sets or reads (its clients refuse them as user properties):
@@ -187,7 +188,7 @@ def check_schema(schema: StructType, default_topic: str | None, *, exactly_once:
                           "DataFrame a 'topic' column")
     for column, why in _NOT_TRANSACTIONAL.items():
         if exactly_once and column in seen:
-            raise ConfigError(f"column {column!r} cannot be written with option "
+            raise ConfigError(f"column {column!r} cannot be written with "
                               f"deliveryGuarantee=exactly-once: {why} (drop the column, or write "
                               f"with deliveryGuarantee=at-least-once)")
     return Layout(names, _is_string(schema["body"].dataType))

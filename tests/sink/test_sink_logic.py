@@ -258,7 +258,7 @@ def test_timer_columns_in_the_schema_and_refused_with_exactly_once():
     with pytest.raises(ConfigError, match="column 'deliver_time' has type string; the rocketmq sink takes timestamp"):
         check_schema(schema(body=BinaryType(), deliver_time=StringType()), "t")
     for column, kind in (("deliver_time", TimestampType()), ("delay_ms", LongType())):
-        with pytest.raises(ConfigError, match=f"column '{column}' cannot be written with option "
+        with pytest.raises(ConfigError, match=f"column '{column}' cannot be written with "
                                               f"deliveryGuarantee=exactly-once: RocketMQ's transactional "
                                               f"messages cannot be timer messages"):
             check_schema(schema(body=BinaryType(), **{column: kind}), "t", exactly_once=True)

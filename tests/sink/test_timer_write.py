@@ -90,6 +90,6 @@ def test_a_broker_without_timers_fails_the_write_before_storing_timer_rows(spark
 
 def test_exactly_once_refuses_timer_columns(spark, rocketmq):
     df = _rows(spark, int(time.time() * 1000) + 600_000)
-    with pytest.raises(Exception, match="column 'deliver_time' cannot be written with option "
+    with pytest.raises(Exception, match="column 'deliver_time' cannot be written with "
                                         "deliveryGuarantee=exactly-once"):
         write(df, rocketmq, topic=rocketmq.unique("sink_timer_eo"), deliveryGuarantee="exactly-once")
