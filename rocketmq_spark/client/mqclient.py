@@ -38,6 +38,7 @@ from rocketmq_spark.remoting.bodies import (
     decode_lock_ok, subscription_group_body)
 from rocketmq_spark.remoting.codes import DEFAULT_TOPIC, Perm, RequestCode, ResponseCode
 from rocketmq_spark.remoting.command import RemotingCommand
+from rocketmq_spark.remoting import timer
 from rocketmq_spark.remoting.compression import DEFAULT_COMPRESSION, Compression
 from rocketmq_spark.remoting.headers import (
     ConsumerSendMsgBackRequestHeader, CreateTopicRequestHeader, GetConsumerListRequestHeader,
@@ -71,6 +72,7 @@ class MQClient:
             raise ConfigError(f"request_timeout must be positive, got {config.request_timeout}")
         self.compression = compression
         self._broker_releases: dict[str, tuple[int, ...]] = {}
+        self._broker_timers: dict[str, bool] = {}
         self.send_retries = send_retries
         self.busy_timeout = busy_timeout
         self._transport = transport or Transport(
@@ -174,7 +176,7 @@ class MQClient:
         producer.validate(message)
 
         def attempt(mq: MessageQueue) -> SendResult:
-            addr = self.master_addr(mq.topic, mq.broker_name)
+            addr = self._timed_to(self.master_addr(mq.topic, mq.broker_name), message)
             cmd = producer.send_request(message, queue_id=mq.queue_id, producer_group=producer_group,
                                         uniq_key=uniq, born_timestamp=_now_ms(),
                                         compression=self._codec_for(addr, self.compression))
@@ -206,7 +208,7 @@ class MQClient:
         uniq = producer.uniq_key_of(message) or self._ids.next_id()
         producer.validate(message)
         mq = queue or self._select_queue(message.topic, self.send_queues(message.topic), None)
-        addr = self.master_addr(mq.topic, mq.broker_name)
+        addr = self._timed_to(self.master_addr(mq.topic, mq.broker_name), message)
         cmd = producer.send_request(message, queue_id=mq.queue_id, producer_group=producer_group,
                                     uniq_key=uniq, born_timestamp=_now_ms(),
                                     compression=self._codec_for(addr, self.compression))
@@ -284,7 +286,7 @@ class MQClient:
         (``HalfMessage.of(result)`` names it). ``compression``: this send's, instead of the
         client's."""
         uniq = producer.uniq_key_of(message) or self._ids.next_id()
-        addr = self.master_addr(queue.topic, queue.broker_name)
+        addr = self._timed_to(self.master_addr(queue.topic, queue.broker_name), message)
         cmd = producer.send_request(message, queue_id=queue.queue_id, producer_group=producer_group,
                                     uniq_key=uniq, born_timestamp=_now_ms(),
                                     compression=self._codec_for(addr, compression or self.compression),
@@ -717,6 +719,27 @@ class MQClient:
                     f"before 5.0 read zlib bodies only); the broker at {address} is "
                     f"{'.'.join(map(str, release))}: use zlib, the default")
         return compression
+
+    def broker_has_timers(self, address: str) -> bool:
+        """Whether the broker at ``address`` delivers timer messages at their time (its
+        GET_BROKER_RUNTIME_INFO has the ``timer*`` keys of a 5.x timer store), asked once
+        per address."""
+        known = self._broker_timers.get(address)
+        if known is None:
+            known = self._broker_timers[address] = timer.has_timers(self.broker_runtime_info(address))
+        return known
+
+    def _timed_to(self, address: str, message: Message) -> str:
+        """``address``, once its broker honours ``message``'s timer, if it has one:
+        ConfigError naming the broker's release when it has no timer store (a 4.x broker
+        would store the message at once, ignoring the time)."""
+        if timer.is_timed(message.properties) and not self.broker_has_timers(address):
+            release = ".".join(map(str, self.broker_release(address)))
+            raise ConfigError(
+                f"timer messages (deliver_time / delay_ms, property {timer.PROP_TIMER_DELIVER_MS}) need a broker "
+                f"with a timer store (RocketMQ 5.x); the broker at {address} is {release} and has none: it "
+                f"would deliver them at once (use delay_level instead)")
+        return address
 
     def broker_runtime_info(self, address: str) -> dict[str, str]:
         return admin.decode_runtime_info(

@@ -5,7 +5,7 @@ sharding key picks the queue with ``sharding.select_queue``; no key takes the ne
 the process's ``sharding.ROUND_ROBIN`` over the topic's send queues, a batch at a time, so
 pipelines one after the other go on where the last stopped); a batch goes out as
 SEND_BATCH_MESSAGE once it holds ``batch_size`` messages or ``batch_bytes`` bytes (a single message as
-SEND_MESSAGE_V2; delayed messages and %RETRY%/%DLQ% topics alone: brokers refuse them in
+SEND_MESSAGE_V2; delayed and timer messages and %RETRY%/%DLQ% topics alone: brokers refuse them in
 batches). Bodies at or over ``compression``'s threshold are compressed; a batch holds
 compressed bodies only or none (the broker stores each item with the batch's sysFlag), so a
 lane's batch goes out when the next body would change that. A request a busy broker refused (SYSTEM_BUSY: nothing stored) goes again to the
@@ -31,6 +31,7 @@ from typing import Any, Callable, Hashable, Protocol, Sequence
 
 from rocketmq_spark.client.busy import send_again, unreachable
 from rocketmq_spark.errors import BrokerError, RequestTimeout, RocketMQError
+from rocketmq_spark.remoting import timer
 from rocketmq_spark.remoting.codes import DLQ_PREFIX, RETRY_PREFIX
 from rocketmq_spark.remoting.compression import DEFAULT_COMPRESSION, Compression
 from rocketmq_spark.remoting.route import MessageQueue
@@ -150,7 +151,8 @@ class SendPipeline:
             lane = self._lanes[queue] = _Lane(queue)
         lane.ordered = lane.ordered or bool(key)
         size = len(message.body) + 64 + sum(len(k) + len(v) for k, v in message.properties.items())
-        if message.delay_level > 0 or message.topic.startswith((RETRY_PREFIX, DLQ_PREFIX)):
+        if (message.delay_level > 0 or timer.is_timed(message.properties)
+                or message.topic.startswith((RETRY_PREFIX, DLQ_PREFIX))):
             self._flush(lane)
             lane.batch, lane.refs, lane.size = [message], [ref], size
             self._flush(lane)

@@ -29,6 +29,7 @@ from rocketmq_spark.remoting.message import (
     NAME_VALUE_SEP, PROP_DELAY, PROP_KEYS, PROP_PRODUCER_GROUP, PROP_TRANSACTION_PREPARED, PROP_MAX_RECONSUME_TIMES, PROP_RECONSUME_TIME,
     PROP_TAGS, PROP_UNIQ_KEY, PROP_WAIT, PROPERTY_SEP, BatchItem, encode_batch,
     encode_properties)
+from rocketmq_spark.remoting import timer
 from rocketmq_spark.remoting.route import MessageQueue
 from rocketmq_spark.structs import HalfMessage, Message, SendResult
 
@@ -91,6 +92,9 @@ def send_request(message: Message, *, queue_id: int, producer_group: str, uniq_k
     if transactional:
         if message.delay_level > 0:
             raise ValueError("a transactional message cannot have a delay level")
+        if timer.is_timed(message.properties):
+            raise ValueError("a transactional message cannot be a timer message (RocketMQ keeps "
+                             "TRANSACTION and DELAY message types apart)")
         props[PROP_TRANSACTION_PREPARED] = "true"
         props[PROP_PRODUCER_GROUP] = producer_group
     reconsume_times, max_reconsume = 0, None
@@ -123,6 +127,10 @@ def validate_batch(messages: Sequence[Message]) -> str:
             raise ValueError(f"a batch goes to one topic; got {topic!r} and {m.topic!r}")
         if m.delay_level:
             raise ValueError(f"delay_level {m.delay_level} is not supported in a batch")
+        if timer.is_timed(m.properties):
+            # a 5.x broker reads the timer of the batch's own properties only: the items
+            # would be stored at once
+            raise ValueError("timer messages (TIMER_DELIVER_MS, ...) are not supported in a batch")
     if topic.startswith(RETRY_PREFIX):
         raise ValueError(f"batches cannot be sent to retry topic {topic!r}")
     return topic

@@ -1,10 +1,10 @@
 """One embedded broker: store, topic/group/offset tables, clients, locks, long polling,
-the delay timer, transactional messages and their check-backs, and its remoting server,
+the delay timer, 5.x timer messages (``timers``, on by default), transactional messages and their check-backs, and its remoting server,
 under ``<data_dir>/<broker name>/``.
 
 Layout on disk: ``commitlog/`` (segments), ``consumequeue/<topic>/<queueId>/``,
 ``config/topics.json``, ``config/subscriptionGroup.json``, ``config/consumerOffset.json``,
-``config/delayOffset.json``, ``broker.json`` (the last port, reused when free so that the
+``config/delayOffset.json``, ``config/timerCheckpoint.json``, ``broker.json`` (the last port, reused when free so that the
 STOREHOST of stored messages stays reachable after a restart) and ``lock``. Half messages,
 op messages and the check progress need nothing more: they are queues of the store and
 offsets of group CID_RMQ_SYS_TRANS (see ``half_messages``).
@@ -35,7 +35,8 @@ from rocketmq_spark.embedded.processors.pull import answer_plain_pull
 from rocketmq_spark.embedded.schedule import ScheduleService
 from rocketmq_spark.embedded.server import Connection, RemotingServer, advertised_ip
 from rocketmq_spark.embedded.stats import BrokerStats
-from rocketmq_spark.embedded.store import MessageStore, PutResult
+from rocketmq_spark.embedded.store import MessageStore, PutResult, StoreError
+from rocketmq_spark.embedded.timer import WHEEL_QUEUE, TimerService
 from rocketmq_spark.embedded.store.commitlog import DEFAULT_SEGMENT_SIZE
 from rocketmq_spark.embedded.store.message_store import MAX_TRANSFER_COUNT
 from rocketmq_spark.embedded.topics import TopicConfig, TopicManager
@@ -46,6 +47,7 @@ from rocketmq_spark.remoting.codes import (DELAY_LEVELS_MS, FLAG_ONEWAY, SCHEDUL
                                            SERVER_VERSION, TRANS_HALF_TOPIC, MessageSysFlag, Perm, RequestCode,
                                            ResponseCode)
 from rocketmq_spark.remoting.command import RemotingCommand
+from rocketmq_spark.remoting import timer
 from rocketmq_spark.remoting.message import PROP_DELAY, PROP_REAL_QID, PROP_REAL_TOPIC, HostPort, MessageExt
 from rocketmq_spark.tls import ServerTls
 
@@ -76,6 +78,11 @@ class Broker:
     and transactionCheckMax (defaults 6000 ms, 60000 ms, 15). ``enable_property_filter`` is
     enablePropertyFilter: SQL92 subscriptions are evaluated (default True here, false in
     Apache) or refused with SYSTEM_ERROR.
+
+    ``timers`` (default True): single sends with TIMER_DELIVER_MS / TIMER_DELAY_MS /
+    TIMER_DELAY_SEC wait in rmq_sys_wheel_timer until their time, as on a 5.x broker, and
+    GET_BROKER_RUNTIME_INFO has 5.x's ``timer*`` keys; False: the properties are stored and
+    ignored, the message is visible at once, as on 4.x (``timer`` exposes ``pending``).
     """
 
     def __init__(self, name: str, data_dir: str | Path, *, host: str = "127.0.0.1",
@@ -86,7 +93,8 @@ class Broker:
                  transaction_timeout_ms: int = TRANSACTION_TIMEOUT_MS,
                  transaction_check_interval_ms: int = TRANSACTION_CHECK_INTERVAL_MS,
                  transaction_check_max: int = TRANSACTION_CHECK_MAX, dispatch_lag_ms: int = 0,
-                 enable_property_filter: bool = True) -> None:
+                 enable_property_filter: bool = True,
+                 timers: bool = True) -> None:
         if flush not in ("sync", "async"):
             raise ValueError(f"flush must be 'sync' or 'async', not {flush!r}")
         self.transaction_config = TransactionConfig(transaction_timeout_ms, transaction_check_interval_ms,
@@ -105,6 +113,7 @@ class Broker:
         self.dispatch_lag_ms = dispatch_lag_ms   # see MessageStore: reads lag sends, as Apache's can
         # Apache's enablePropertyFilter (default false there): SQL92 subscriptions allowed
         self.enable_property_filter = enable_property_filter
+        self.timers = timers
         self.acl_file = acl_file
         self.gates: list[Gate] = []              # fault tests hold requests here (gates.py)
         self.tls = tls
@@ -135,6 +144,7 @@ class Broker:
         self.long_poll = PullHoldService(self._max_offset, name=f"{self.name}-long-poll")
         self.store: MessageStore = None  # type: ignore[assignment]  # opened in start()
         self.schedule: ScheduleService = None  # type: ignore[assignment]
+        self.timer: TimerService | None = None
         self.half_messages: HalfMessages = None  # type: ignore[assignment]
         self.transaction_checks: TransactionCheckService = None  # type: ignore[assignment]
         self._stop = threading.Event()
@@ -174,6 +184,13 @@ class Broker:
                                             self.root / "config" / "delayOffset.json", clock=self.clock,
                                             name=f"{self.name}-schedule")
             self.schedule.load()
+            if self.timers:            # 5.x's TopicConfigManager creates the wheel's topic
+                self.topics.ensure(timer.TIMER_TOPIC, 1)
+                self.timer = TimerService(self.store, lambda m: self.put([m], apply_delay=False),
+                                          self.root / "config" / "timerCheckpoint.json", clock=self.clock,
+                                          name=f"{self.name}-timer")
+                self.timer.load()
+                self.store.add_listener(self.timer.notify_arrival)
             self.half_messages = HalfMessages(self.store, lambda ms: self.put(ms, apply_delay=False), self.topics,
                                               self.offsets)
             self.transaction_checks = TransactionCheckService(
@@ -190,6 +207,8 @@ class Broker:
         self.offsets.start()
         self.long_poll.start()
         self.schedule.start()
+        if self.timer is not None:
+            self.timer.start()
         self.transaction_checks.start()
         self.server.start()
         self._housekeeper = threading.Thread(target=self._housekeeping, name=f"{self.name}-housekeeping",
@@ -207,6 +226,8 @@ class Broker:
         self.server.stop()
         self.long_poll.stop()
         self.schedule.stop()
+        if self.timer is not None:
+            self.timer.stop()
         self.transaction_checks.stop()
         self.offsets.close()
         self.store.close()
@@ -256,9 +277,11 @@ class Broker:
 
     def put(self, messages: Sequence[MessageExt], *, apply_delay: bool = True) -> PutResult:
         """Store messages; with ``apply_delay`` a DELAY > 0 reroutes a message through
-        SCHEDULE_TOPIC_XXXX (REAL_TOPIC/REAL_QID keep where it goes)."""
+        SCHEDULE_TOPIC_XXXX, and (``timers``) a timer ahead through rmq_sys_wheel_timer
+        (REAL_TOPIC/REAL_QID keep where it goes); StoreError MESSAGE_ILLEGAL for a timer
+        that is not a number or more than 3 days ahead."""
         if apply_delay:
-            messages = [self._delayed(m) for m in messages]
+            messages = [self._timed(self._delayed(m)) for m in messages]
         started = time.monotonic()
         try:
             result = self.store.put(messages)
@@ -286,6 +309,27 @@ class Broker:
         props[PROP_REAL_TOPIC] = m.topic
         props[PROP_REAL_QID] = str(m.queue_id)
         return replace(m, topic=SCHEDULE_TOPIC, queue_id=level - 1, properties=props)
+
+    def _timed(self, m: MessageExt) -> MessageExt:
+        """What a 5.x broker's put hook (HookUtils.handleScheduleMessage) makes of a timer
+        message: a delay level wins and drops the timer; a time ahead goes to the wheel."""
+        if not self.timers or m.topic == timer.TIMER_TOPIC or not timer.is_timed(m.properties):
+            return m
+        if (m.sys_flag & MessageSysFlag.TRANSACTION_MASK) not in (0, 0x8):
+            return m                   # half messages are timed (if at all) when committed
+        if m.topic == SCHEDULE_TOPIC:  # a delay level: the timer properties are dropped
+            return replace(m, properties={k: v for k, v in m.properties.items()
+                                          if k not in timer.TIMER_REQUESTS})
+        now = self.clock.now_ms()
+        try:
+            out = timer.wheel_time(timer.deliver_ms(m.properties, now), now)
+        except timer.TimerIllegal:
+            raise StoreError(ResponseCode.MESSAGE_ILLEGAL, timer.illegal_remark()) from None
+        if out is None:                # not ahead: stored at once, as a normal message
+            return m
+        props = {**m.properties, timer.PROP_TIMER_OUT_MS: str(out), PROP_REAL_TOPIC: m.topic,
+                 PROP_REAL_QID: str(m.queue_id)}
+        return replace(m, topic=timer.TIMER_TOPIC, queue_id=WHEEL_QUEUE, properties=props)
 
     # ------------------------------------------------------------ topics, clients
 

@@ -75,6 +75,9 @@ def parser() -> argparse.ArgumentParser:
                           f"TRANS_CHECK_MAX_TIME_TOPIC (default {TRANSACTION_CHECK_MAX})")
     p.add_argument("--no-property-filter", dest="enable_property_filter", action="store_false",
                    help="refuse SQL92 subscriptions, as an Apache broker without enablePropertyFilter=true does")
+    p.add_argument("--no-timers", dest="timers", action="store_false",
+                   help="ignore 5.x timer properties (TIMER_DELIVER_MS, ...) and store such messages at "
+                        "once, as a 4.x broker does (default: deliver them at their time)")
     p.add_argument("--acl", metavar="FILE", default=None,
                    help="enforce this ACL file (Apache's plain_acl.yml format) on the brokers: requests "
                         "must be signed by a configured account with the needed permissions")
@@ -124,7 +127,8 @@ def main(argv: list[str] | None = None) -> int:
                                       transaction_timeout_ms=args.transaction_timeout_ms,
                                       transaction_check_interval_ms=args.transaction_check_interval_ms,
                                       transaction_check_max=args.transaction_check_max,
-                                      enable_property_filter=args.enable_property_filter)
+                                      enable_property_filter=args.enable_property_filter,
+                                      timers=args.timers)
             cluster.start()
         except (ConfigError, OSError, RuntimeError) as exc:
             print(f"rocketmq-spark broker: cannot start: {exc}", file=sys.stderr)

@@ -13,7 +13,9 @@ ones keep their queue count unless it differs). With ``acl_file`` (Apache's
 permissions of each request; the NameServer answers everyone. ``transaction_timeout_ms``,
 ``transaction_check_interval_ms`` and ``transaction_check_max`` set every broker's
 check-backs of transactional messages (Apache's transactionTimeOut 6000 ms,
-transactionCheckInterval 60000 ms, transactionCheckMax 15 by default).
+transactionCheckInterval 60000 ms, transactionCheckMax 15 by default). ``timers``
+(default True) gives every broker 5.x's timer messages (``Broker``); False makes them
+brokers that ignore timers, as 4.x does.
 """
 
 from __future__ import annotations
@@ -54,7 +56,8 @@ class EmbeddedCluster:
                  transaction_timeout_ms: int = TRANSACTION_TIMEOUT_MS,
                  transaction_check_interval_ms: int = TRANSACTION_CHECK_INTERVAL_MS,
                  transaction_check_max: int = TRANSACTION_CHECK_MAX, dispatch_lag_ms: int = 0,
-                 enable_property_filter: bool = True) -> None:
+                 enable_property_filter: bool = True,
+                 timers: bool = True) -> None:
         if brokers < 1:
             raise ConfigError(f"brokers must be at least 1, not {brokers}")
         if default_queues < 1:
@@ -89,7 +92,7 @@ class EmbeddedCluster:
                                    transaction_check_interval_ms=transaction_check_interval_ms,
                                    transaction_check_max=transaction_check_max,
                                    dispatch_lag_ms=dispatch_lag_ms,
-                                   enable_property_filter=enable_property_filter)
+                                   enable_property_filter=enable_property_filter, timers=timers)
             for i in range(brokers)}
         self.namesrv = NameServer(lambda: list(self.brokers.values()), host=host, port=namesrv_port,
                                   cluster=CLUSTER_NAME, advertised_host=advertised_host, tls=tls)

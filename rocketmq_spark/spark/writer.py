@@ -13,6 +13,8 @@ column                    type                                   becomes
 ``properties``            map<string, string>                    user properties
 ``sharding_key``          string                                 the queue: same key -> same queue
 ``delay_level``           any integer type, 0..18                RocketMQ's delay level (0: none)
+``deliver_time``          timestamp                              5.x timer: delivered at that time
+``delay_ms``              any integer type, >= 0                 5.x timer: delivered this late
 ========================  =====================================  ==============================
 
 Both writers are Arrow writers (``DataSourceArrowWriter``, ``DataSourceStreamArrowWriter``):
@@ -31,19 +33,28 @@ Send call (the sidecar restarted) sends its rows again. Nothing can be taken bac
 ``abort`` has nothing to undo: messages sent by tasks that succeeded stay in RocketMQ.
 With ``deliveryGuarantee=exactly-once`` the rows go out as half messages and the driver
 commits them with the batch (``exactly_once``).
+
+Timer rows (``deliver_time``, or ``delay_ms`` from when the task converts the row) carry
+``TIMER_DELIVER_MS`` and go one per request (a 5.x broker times single sends only); a time
+not ahead of the task's clock is sent as a plain message, as a 5.x broker would store it.
+The client refuses to send them to a broker without a timer store (4.x would deliver them
+at once). Exactly-once writes refuse the columns: RocketMQ's transactional and timer
+messages are distinct message types.
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.types import (ArrayType, BinaryType, ByteType, DataType, IntegerType, LongType,
-                               MapType, ShortType, StringType, StructType)
+                               MapType, ShortType, StringType, StructType, TimestampType)
 
 from rocketmq_spark.errors import BrokerError, ConfigError, RocketMQError
 from rocketmq_spark.remoting.codes import DELAY_LEVELS_MS, response_name
+from rocketmq_spark.remoting import timer
 from rocketmq_spark.remoting.message import NAME_VALUE_SEP, PROPERTY_SEP
 from rocketmq_spark.sidecar import Outgoing
 from rocketmq_spark.spark.options import _NAME_RE, _TOPIC_MAX
@@ -93,13 +104,27 @@ COLUMNS: dict[str, ColumnSpec] = {c.name: c for c in [
                and _is_string(t.valueType), "map<string,string>"),
     ColumnSpec("sharding_key", _is_string, "string"),
     ColumnSpec("delay_level", _is_integral, "tinyint, smallint, int or bigint"),
+    ColumnSpec("deliver_time", lambda t: isinstance(t, TimestampType), "timestamp"),
+    ColumnSpec("delay_ms", _is_integral, "tinyint, smallint, int or bigint"),
 ]}
+TIMER_COLUMNS = ("deliver_time", "delay_ms")
+_NO_TIMER = ("RocketMQ's transactional messages cannot be timer messages (TRANSACTION and DELAY are "
+             "distinct message types; its 5.x clients refuse a transactional message with a delivery "
+             "timestamp)")
+# Columns exactly-once writes refuse, and why (RocketMQ's message types are exclusive:
+# NORMAL, FIFO, DELAY, TRANSACTION; a transactional message has no delay or timer).
+_NOT_TRANSACTIONAL = {
+    "delay_level": "RocketMQ's transactional messages have no delay",
+    "deliver_time": _NO_TIMER,
+    "delay_ms": _NO_TIMER,
+}
 
 # Property names RocketMQ itself sets or reads (its clients refuse them as user properties):
-# they would change how the broker stores or delivers the message. The first four have a
+# they would change how the broker stores or delivers the message. The first five have a
 # column of their own.
-_OWN_COLUMN = {"TAGS": "tags", "KEYS": "keys", "DELAY": "delay_level", "__SHARDINGKEY": "sharding_key"}
-RESERVED_PROPERTIES = frozenset(_OWN_COLUMN) | frozenset({
+_OWN_COLUMN = {"TAGS": "tags", "KEYS": "keys", "DELAY": "delay_level", "__SHARDINGKEY": "sharding_key",
+               timer.PROP_TIMER_DELIVER_MS: "deliver_time"}
+RESERVED_PROPERTIES = frozenset(_OWN_COLUMN) | timer.TIMER_PROPERTIES | frozenset({
     "WAIT", "RETRY_TOPIC", "REAL_TOPIC", "REAL_QID", "TRAN_MSG", "PGROUP", "MIN_OFFSET",
     "MAX_OFFSET", "BUYER_ID", "ORIGIN_MESSAGE_ID", "TRANSFER_FLAG", "CORRECTION_FLAG",
     "MQ2_FLAG", "RECONSUME_TIME", "MSG_REGION", "TRACE_ON", "UNIQ_KEY", "MAX_RECONSUME_TIMES",
@@ -161,9 +186,11 @@ def check_schema(schema: StructType, default_topic: str | None, *, exactly_once:
     if "topic" not in seen and default_topic is None:
         raise ConfigError("the rocketmq sink needs a topic: set option 'topic' or give the "
                           "DataFrame a 'topic' column")
-    if exactly_once and "delay_level" in seen:
-        raise ConfigError("column 'delay_level' cannot be written with deliveryGuarantee=exactly-once: "
-                          "RocketMQ's transactional messages have no delay (drop the column)")
+    for column, why in _NOT_TRANSACTIONAL.items():
+        if exactly_once and column in seen:
+            raise ConfigError(f"column {column!r} cannot be written with "
+                              f"deliveryGuarantee=exactly-once: {why} (drop the column, or write "
+                              f"with deliveryGuarantee=at-least-once)")
     return Layout(names, _is_string(schema["body"].dataType))
 
 
@@ -230,15 +257,41 @@ def _delay(rows: _Rows, value: int) -> int:
     return value
 
 
+def _timer_ms(rows: _Rows, at_us: int | None, delay_ms: int | None, level: int, now_ms: int) -> int | None:
+    """The TIMER_DELIVER_MS of a row (None: no timer, or a time not ahead of now)."""
+    if delay_ms is not None and delay_ms < 0:
+        raise rows.fail("delay_ms", f"value {delay_ms} is negative (0 or null for none)")
+    if at_us is not None and delay_ms:
+        raise rows.fail("delay_ms", "and column 'deliver_time' are both set; a row takes one of them")
+    deliver = at_us // 1000 if at_us is not None else (now_ms + delay_ms if delay_ms else None)
+    if deliver is not None and level:
+        raise rows.fail("delay_level", "and a timer (deliver_time / delay_ms) are both set; a row "
+                                       "takes one of them (a broker would drop the timer)")
+    return deliver if deliver is not None and deliver > now_ms else None
+
+
+def _column(batch: "pa.RecordBatch", i: int, name: str) -> list[Any]:
+    col = batch.column(i)
+    if name == "deliver_time":          # microseconds since the epoch, as integers
+        import pyarrow as pa
+
+        col = col.cast(pa.int64())
+    return col.to_pylist()
+
+
 def to_outgoing(batch: "pa.RecordBatch", layout: Layout, default_topic: str | None,
-                rows: _Rows, checked_topics: set[str]) -> Iterator[tuple[Outgoing, int]]:
-    """The messages of an Arrow batch, with the bytes each adds to a Send call."""
-    cols = {name: batch.column(i).to_pylist() for i, name in enumerate(layout.names)}
+                rows: _Rows, checked_topics: set[str], *,
+                now_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000) -> Iterator[tuple[Outgoing, int]]:
+    """The messages of an Arrow batch, with the bytes each adds to a Send call. ``now_ms``:
+    the clock ``delay_ms`` counts from (read once per batch)."""
+    cols = {name: _column(batch, i, name) for i, name in enumerate(layout.names)}
     n = batch.num_rows
     none = [None] * n
     bodies, topics, tags = cols["body"], cols.get("topic", none), cols.get("tags", none)
     keys, props = cols.get("keys", none), cols.get("properties", none)
     shard, delay = cols.get("sharding_key", none), cols.get("delay_level", none)
+    at, after = cols.get("deliver_time"), cols.get("delay_ms")
+    now = now_ms() if at is not None or after is not None else 0
     for i in range(n):
         rows.row += 1
         body = bodies[i]
@@ -252,13 +305,20 @@ def to_outgoing(batch: "pa.RecordBatch", layout: Layout, default_topic: str | No
         topic = topics[i] if topics[i] is not None else default_topic
         if topic is None:
             raise rows.fail("topic", "is null and option 'topic' is not set")
+        level = _delay(rows, delay[i]) if delay[i] is not None else 0
+        properties = _properties(rows, props[i]) if props[i] else {}
+        if at is not None or after is not None:
+            deliver = _timer_ms(rows, at[i] if at is not None else None,
+                                after[i] if after is not None else None, level, now)
+            if deliver is not None:
+                properties[timer.PROP_TIMER_DELIVER_MS] = str(deliver)
         message = Message(
             topic=_topic(rows, topic, checked_topics),
             body=body,
             tags=_check_text(rows, "tags", tags[i]) if tags[i] else None,
             keys=_keys(rows, keys[i]) if keys[i] is not None else None,
-            properties=_properties(rows, props[i]) if props[i] else {},
-            delay_level=_delay(rows, delay[i]) if delay[i] is not None else 0)
+            properties=properties,
+            delay_level=level)
         size = len(body) + sum(len(k) + len(v) for k, v in message.properties.items()) + 128
         if size > MAX_MESSAGE_BYTES:
             raise rows.fail("body", f"holds {len(body)} bytes, more than a message can have "

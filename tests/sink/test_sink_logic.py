@@ -8,7 +8,7 @@ import pickle
 import pyarrow as pa
 import pytest
 from pyspark.sql.types import (ArrayType, BinaryType, IntegerType, LongType, MapType, StringType,
-                               StructField, StructType)
+                               StructField, StructType, TimestampType)
 
 from rocketmq_spark.errors import BrokerError, ConfigError
 from rocketmq_spark.sidecar import SidecarError
@@ -72,7 +72,7 @@ def test_schema_check_accepts_every_sink_column():
     ({"tags": StringType()}, "t", "needs a 'body' column .*the DataFrame has tags"),
     ({"body": BinaryType(), "queue_id": IntegerType()}, "t",
      "column 'queue_id' is not a column of the rocketmq sink; the allowed columns are body, topic, "
-     "tags, keys, properties, sharding_key, delay_level"),
+     "tags, keys, properties, sharding_key, delay_level, deliver_time, delay_ms"),
     ({"body": IntegerType()}, "t", "column 'body' has type int; the rocketmq sink takes binary or string"),
     ({"body": BinaryType(), "keys": ArrayType(IntegerType())}, "t",
      "column 'keys' has type array<int>; .* string or array<string>"),
@@ -228,3 +228,53 @@ def test_writers_come_from_the_data_source_without_showing_secrets():
     assert "very-secret" not in repr(w) and "very-secret" not in repr(sw)
     with pytest.raises(ConfigError, match=r"only appends .*mode\('append'\)"):
         ds.writer(schema(body=BinaryType()), True)
+
+
+# ------------------------------------------------------------------ timer rows
+
+def test_timer_rows_carry_timer_deliver_ms_and_go_one_per_row():
+    """deliver_time (a timestamp) and delay_ms (from the task's clock) both become
+    TIMER_DELIVER_MS; a time not ahead of now, a null or a 0 delay: a plain message."""
+    import time
+
+    future = time.time_ns() // 1000 + 3_600_000_000          # an hour ahead, in µs
+    batch = pa.RecordBatch.from_pydict({
+        "body": [b"at", b"after", b"past", b"none"],
+        "deliver_time": pa.array([future, None, 1_000_000, None], pa.timestamp("us", tz="UTC")),
+        "delay_ms": pa.array([None, 5000, None, 0], pa.int64())})
+    rec = Recorder()
+    before = time.time_ns() // 1_000_000
+    write_batches(opts(topic="t"), layout_of(batch), iter([batch]), send=rec)
+    after = time.time_ns() // 1_000_000
+    at, later, past, none = (o.message.properties for o in rec.calls[0])
+    assert at == {"TIMER_DELIVER_MS": str(future // 1000)}
+    assert before + 5000 <= int(later["TIMER_DELIVER_MS"]) <= after + 5000
+    assert past == {} and none == {}
+
+
+def test_timer_columns_in_the_schema_and_refused_with_exactly_once():
+    layout = check_schema(schema(body=BinaryType(), deliver_time=TimestampType(), delay_ms=IntegerType()), "t")
+    assert layout.names == ("body", "deliver_time", "delay_ms")
+    with pytest.raises(ConfigError, match="column 'deliver_time' has type string; the rocketmq sink takes timestamp"):
+        check_schema(schema(body=BinaryType(), deliver_time=StringType()), "t")
+    for column, kind in (("deliver_time", TimestampType()), ("delay_ms", LongType())):
+        with pytest.raises(ConfigError, match=f"column '{column}' cannot be written with "
+                                              f"deliveryGuarantee=exactly-once: RocketMQ's transactional "
+                                              f"messages cannot be timer messages"):
+            check_schema(schema(body=BinaryType(), **{column: kind}), "t", exactly_once=True)
+
+
+@pytest.mark.parametrize("cols, message", [
+    ({"delay_ms": [-5]}, "row 1: column 'delay_ms' value -5 is negative"),
+    ({"delay_ms": [10], "deliver_time": pa.array([10**18], pa.timestamp("us", tz="UTC"))},
+     "column 'delay_ms' and column 'deliver_time' are both set"),
+    ({"delay_ms": [10], "delay_level": [2]}, "column 'delay_level' and a timer .* are both set"),
+    ({"properties": pa.array([[("TIMER_DELIVER_MS", "1")]], pa.map_(pa.string(), pa.string()))},
+     "has property 'TIMER_DELIVER_MS', which RocketMQ reserves; use the 'deliver_time' column"),
+    ({"properties": pa.array([[("TIMER_DELAY_SEC", "1")]], pa.map_(pa.string(), pa.string()))},
+     "has property 'TIMER_DELAY_SEC', which RocketMQ reserves; drop it"),
+])
+def test_bad_timer_rows_are_named(cols, message):
+    batch = arrow(body=[b"a"], **cols)
+    with pytest.raises(SinkError, match=message):
+        write_batches(opts(topic="t"), layout_of(batch), iter([batch]), send=Recorder())

@@ -234,6 +234,10 @@ def runtime_table(broker: BrokerContext) -> dict[str, str]:
     }
     for level, (done, top) in broker.schedule.progress().items():
         table[f"scheduleMessageOffset_{level}"] = f"{done},{top}"
+    timers = broker.timer
+    if timers is not None:             # a 5.x timer store's keys: how clients tell it has one
+        table.update({"timerReadBehind": str(timers.overdue()), "timerOffsetBehind": str(timers.pending()),
+                      "timerCongestNum": "0", "timerEnqueueTps": "0.0", "timerDequeueTps": "0.0"})
     return table
 
 

@@ -30,6 +30,7 @@ if TYPE_CHECKING:  # types only; none of these modules imports the processors
     from rocketmq_spark.embedded.long_poll import PullHoldService
     from rocketmq_spark.embedded.offsets import ConsumerOffsetManager
     from rocketmq_spark.embedded.schedule import ScheduleService
+    from rocketmq_spark.embedded.timer import TimerService
     from rocketmq_spark.embedded.server import Connection
     from rocketmq_spark.embedded.stats import BrokerStats
     from rocketmq_spark.embedded.store import MessageStore, PutResult
@@ -133,6 +134,9 @@ class BrokerContext(Served, Protocol):
 
     @property
     def schedule(self) -> ScheduleService: ...
+
+    @property
+    def timer(self) -> TimerService | None: ...
 
     @property
     def half_messages(self) -> HalfMessages: ...

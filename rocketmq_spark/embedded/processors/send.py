@@ -34,6 +34,7 @@ from rocketmq_spark.errors import RemoteProtocolError
 from rocketmq_spark.remoting.codes import (DLQ_PREFIX, RETRY_PREFIX, MessageSysFlag, RequestCode,
                                            ResponseCode)
 from rocketmq_spark.remoting.command import RemotingCommand
+from rocketmq_spark.remoting import timer
 from rocketmq_spark.remoting.headers import SendMessageRequestHeader
 from rocketmq_spark.remoting.message import (PROP_CLUSTER, PROP_DELAY, PROP_UNIQ_KEY,
                                              PROP_WAIT, MessageExt, decode_batch, decode_properties)
@@ -130,8 +131,8 @@ def _single(broker: BrokerContext, call: Call, h: SendMessageRequestHeader,
     if topic.startswith(RETRY_PREFIX):
         topic, queue_id = _retry_or_dlq(broker, call, h, props, queue_id)
     half = is_transactional(props)
-    if not (half or _delay_level(props) > 0):
-        props.pop(PROP_WAIT, None)  # 4.9.8 stores a normal send without WAIT
+    if not (half or _delay_level(props) > 0 or (broker.timer is not None and timer.is_timed(props))):
+        props.pop(PROP_WAIT, None)  # 4.9.8 stores a normal send without WAIT (5.5.0 keeps a timer's)
     msg = MessageExt(topic=topic, body=call.cmd.body, queue_id=queue_id, flag=h.flag,
                      sys_flag=h.sys_flag, born_timestamp=h.born_timestamp, born_host=call.conn.remote,
                      reconsume_times=reconsume, properties=props)
