@@ -131,6 +131,12 @@ def test_pushed_filters_meet_the_options(pushing, cluster, topic_in_time):
                                             endingTimestamp=t2).where(where).collect())
         assert got == want, where
     assert _scan_rows(df.where("tags = 'TagC'"))[1] == 0
+    # the options are checked whatever the filters leave out
+    with pytest.raises(Exception, match="subExpression"):
+        _read(spark, cluster, topic, subExpression="TagA || *").where("queue_id = 1").collect()
+    end = '{"%s": {"%s": {"0": 2}}}' % (topic, b0)
+    with pytest.raises(Exception, match="endingOffsets.*ends at 2, before its starting offset 4"):
+        _read(spark, cluster, topic, startingOffsets=start, endingOffsets=end).where("queue_id = 1").collect()
 
 
 def test_concurrent_reads_keep_every_filter_with_spark(pushing, cluster, topic_in_time, names):
