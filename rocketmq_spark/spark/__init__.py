@@ -25,7 +25,20 @@ def register(spark: "SparkSession") -> None:
     batch reads when this pyspark has it and ``spark.sql.python.filterPushdown.enabled`` is
     on now (call it again after changing that setting; a reader that takes filters fails
     every read while the setting is off)."""
-    spark.dataSource.register(RocketMQPushdownDataSource if pushdown_enabled(spark) else RocketMQDataSource)
+    cls = RocketMQPushdownDataSource if pushdown_enabled(spark) else RocketMQDataSource
+    try:
+        spark.dataSource.register(cls)
+    except Exception as exc:
+        # pyspark 4.0 does not let a registration replace a source found by name; the one
+        # found is RocketMQDataSource itself (pyspark 4.1+ replaces it)
+        if cls is RocketMQDataSource and _condition(exc) == "DATA_SOURCE_ALREADY_EXISTS":
+            return
+        raise
+
+
+def _condition(exc: BaseException) -> str | None:
+    get = getattr(exc, "getCondition", None) or getattr(exc, "getErrorClass", None)
+    return get() if callable(get) else None
 
 
 def pushdown_enabled(spark: "SparkSession") -> bool:
