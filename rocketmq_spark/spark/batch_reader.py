@@ -1,35 +1,47 @@
 """Batch reads (``spark.read.format("rocketmq")``): one bounded range per queue.
 
 ``startingOffsets`` (default ``earliest``; also ``group``, JSON, or ``startingTimestamp``)
-and ``endingOffsets`` (default ``latest``, or JSON) are resolved when Spark plans the read.
-Orderly mode gives one partition per queue, rows in offset order; concurrent mode splits
-ranges to reach ``minPartitions`` and reads ``%RETRY%<group>`` too. A batch read takes no
-locks and commits nothing.
+and ``endingOffsets`` (default ``latest``, JSON, or ``endingTimestamp``) are resolved when
+Spark plans the read. Orderly mode gives one partition per queue, rows in offset order;
+concurrent mode splits ranges to reach ``minPartitions`` and reads ``%RETRY%<group>`` too.
+A batch read takes no locks and commits nothing.
+
+``RocketMQPushdownBatchReader`` also takes Spark's filters (``pushFilters``, pyspark 4.1+
+with ``spark.sql.python.filterPushdown.enabled``): queue, topic, broker and tag filters
+drop queues or narrow the subscription, store-time bounds narrow each queue's range
+(``pushdown.py``). It is a class of its own because pyspark fails every read of a reader
+that has ``pushFilters`` while that setting is off (``source.py`` picks the class).
 """
 
 from __future__ import annotations
 
-from typing import Iterator
+from dataclasses import replace
+from typing import Any, Iterable, Iterator
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from rocketmq_spark.errors import ConfigError
+from rocketmq_spark.remoting.route import MessageQueue
 from rocketmq_spark.spark.offset_reader import OffsetReader, queue_name
-from rocketmq_spark.spark.offsets import SpecificOffsets
+from rocketmq_spark.spark.offsets import QueueOffsetMap, SpecificOffsets
 from rocketmq_spark.spark.options import SourceOptions
 from rocketmq_spark.spark.partition import RocketMQPartition
 from rocketmq_spark.spark.planner import plan_partitions, ranges
+from rocketmq_spark.spark.pushdown import NOTHING, Pushed, push
 from rocketmq_spark.spark.reader import read_partition
 
-__all__ = ["RocketMQBatchReader"]
+__all__ = ["RocketMQBatchReader", "RocketMQPushdownBatchReader"]
 
 
 class RocketMQBatchReader(DataSourceReader):
     def __init__(self, opts: SourceOptions) -> None:
         self.opts = opts
+        self.pushed: Pushed = NOTHING
 
     def partitions(self) -> list[InputPartition]:  # type: ignore[override]
+        if self.pushed.empty:
+            return []
         r = OffsetReader(self.opts)
         queues = r.queues(force=True)
         start = r.resolve_start(self.opts.starting, queues)
@@ -39,10 +51,43 @@ class RocketMQBatchReader(DataSourceReader):
                 if end[q] < start[q]:
                     raise ConfigError(f"option 'endingOffsets': {queue_name(q)} ends at {end[q]}, "
                                       f"before its starting offset {start[q]}")
-        todo = ranges(start, {q: max(end[q], start[q]) for q in queues})
+        # pushed filters: options are checked above against every queue, then queues go
+        kept = [q for q in queues if self._retry(q) or self.pushed.keeps(q)]
+        start, end = self._in_time(r, kept, start, end)
+        todo = ranges({q: start[q] for q in kept}, {q: max(end[q], start[q]) for q in kept})
         parts = plan_partitions(todo, orderly=self.opts.orderly,
                                 min_partitions=self.opts.min_partitions)
         return [RocketMQPartition.of(p) for p in parts]
 
+    def _retry(self, q: MessageQueue) -> bool:
+        return self.opts.reads_retry_topic and q.topic == self.opts.retry_topic
+
+    def _in_time(self, r: OffsetReader, queues: list[MessageQueue], start: QueueOffsetMap,
+                 end: QueueOffsetMap) -> tuple[QueueOffsetMap, QueueOffsetMap]:
+        """Each queue's range cut to the pushed store-time window (the retry topic's rows
+        are read whole: Spark checks the time of every row anyway)."""
+        timed = [q for q in queues if not self._retry(q) and start[q] < end[q]]
+        start, end = dict(start), dict(end)
+        if self.pushed.since_ms is not None and timed:
+            since = r.at_time(timed, self.pushed.since_ms)
+            start.update({q: max(start[q], since[q]) for q in timed})
+        if self.pushed.until_ms is not None and timed:
+            until = r.at_time(timed, self.pushed.until_ms)
+            end.update({q: min(end[q], until[q]) for q in timed})
+        return start, end
+
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
         return read_partition(self.opts, partition)
+
+
+class RocketMQPushdownBatchReader(RocketMQBatchReader):
+    def pushFilters(self, filters: list[Any]) -> Iterable[Any]:
+        pushed, rest = push(filters, exact=not self.opts.reads_retry_topic)
+        self.pushed = pushed
+        if pushed.tags is not None:
+            # the sidecar subscribes with these tags: the broker and then the sidecar drop
+            # every other message, as a consumer subscribed to them sees it
+            self.opts = replace(self.opts, sub_expression=pushed.sub_expression(self.opts.sub_expression))
+            if not self.opts.sub_expression:
+                self.pushed = replace(pushed, tags=frozenset())
+        return rest

@@ -151,7 +151,7 @@ class OffsetReader:
     def resolve_start(self, spec: StartSpec, queues: Sequence[MessageQueue] | None = None) -> QueueOffsetMap:
         queues = self.queues() if queues is None else list(queues)
         if isinstance(spec, TimestampStart):
-            return self._at_time(queues, spec.timestamp_ms)
+            return self.at_time(queues, spec.timestamp_ms)
         if isinstance(spec, SpecificOffsets):
             return self._specific(spec.offsets, queues, "startingOffsets", unlisted=EARLIEST)
         info = self.offsets(queues, with_group=isinstance(spec, GroupStart))
@@ -169,12 +169,12 @@ class OffsetReader:
         if isinstance(spec, LatestEnd):
             return self.latest(queues)
         if isinstance(spec, TimestampEnd):
-            return self._at_time(queues, spec.timestamp_ms)
+            return self.at_time(queues, spec.timestamp_ms)
         if isinstance(spec, SpecificOffsets):
             return self._specific(spec.offsets, queues, "endingOffsets", unlisted=LATEST)
         raise TypeError(f"not an ending position: {spec!r}")
 
-    def _at_time(self, queues: Sequence[MessageQueue], timestamp_ms: int) -> QueueOffsetMap:
+    def at_time(self, queues: Sequence[MessageQueue], timestamp_ms: int) -> QueueOffsetMap:
         """Each queue's first offset stored at or after ``timestamp_ms`` (its max offset when
         none is): a start from that time, or the exclusive end of what came before it."""
         found = self._call(self.opts.sidecar,

@@ -7,6 +7,13 @@ at ``load()`` (Spark asks for the schema then) against what any read accepts, an
 the kind of read (batch or stream, e.g. ``endingOffsets`` is for batch reads only) when
 Spark asks for a reader.
 
+Filter push-down: pyspark 4.1+ hands a batch reader the query's filters only with
+``spark.sql.python.filterPushdown.enabled`` on, and fails every read of a reader that takes
+them while it is off. A data source cannot see that setting (Spark creates it in a Python
+worker from the options alone), so the class found by name, ``RocketMQDataSource``, pushes
+nothing, and ``RocketMQPushdownDataSource`` (whose batch reader has ``pushFilters``) is the
+one ``rocketmq_spark.spark.register(spark)`` registers when the session has the setting on.
+
 The sink, ``df.write.format("rocketmq")`` and ``df.writeStream.format("rocketmq")``, is in
 ``writer.py``; its options (``sink_options.parse``) and the DataFrame's columns
 (``writer.check_schema``) are checked when Spark asks for a writer, on the driver, before
@@ -26,7 +33,9 @@ from rocketmq_spark.spark import options
 from rocketmq_spark.spark.imports import collector_paused
 from rocketmq_spark.spark.schema import SOURCE_SCHEMA_SPARK
 
-__all__ = ["RocketMQDataSource"]
+__all__ = ["RocketMQDataSource", "RocketMQPushdownDataSource", "PUSHDOWN_CONF"]
+
+PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
 
 
 def _check_schema(schema: StructType) -> None:
@@ -103,3 +112,15 @@ class RocketMQDataSource(DataSource):
         txn_id = stream_txn_id(opts, dict(self.options)) if opts.exactly_once else None
         return RocketMQStreamWriter(opts, check_schema(schema, opts.topic, exactly_once=opts.exactly_once),
                                     txn_id, schema)
+
+
+class RocketMQPushdownDataSource(RocketMQDataSource):
+    """``rocketmq`` whose batch reads take Spark's filters (``batch_reader.py``); only for
+    sessions with ``spark.sql.python.filterPushdown.enabled`` on."""
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        with collector_paused():
+            from rocketmq_spark.spark.batch_reader import RocketMQPushdownBatchReader
+
+        _check_schema(schema)
+        return RocketMQPushdownBatchReader(options.parse(self.options, "batch"))
