@@ -184,6 +184,18 @@ class TopicManager:
                                     write_queue_nums=queues, perm=base.perm & ~Perm.INHERIT,
                                     topic_sys_flag=sys_flag, order=False))
 
+    def replace_all(self, configs: list[TopicConfig], version: Mapping[str, Any] | None) -> bool:
+        """A slave takes its master's table whole (its own system topics kept); True
+        when something changed."""
+        with self._lock:
+            table = dict(self._system)
+            table.update({c.topic_name: c for c in configs if c.topic_name not in self._system})
+            if table == self._table:
+                return False
+            self._table = table
+            self._save()
+            return True
+
     def snapshot_json(self) -> dict[str, Any]:
         with self._lock:
             return {"dataVersion": self.data_version(),

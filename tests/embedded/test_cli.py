@@ -24,7 +24,7 @@ def test_help_lists_the_options(capsys: pytest.CaptureFixture[str]) -> None:
     out = capsys.readouterr().out
     for option in ("--brokers", "--data-dir", "--namesrv-port", "--host", "--topic", "--default-queues",
                    "--flush", "--acl", "--transaction-timeout-ms", "--transaction-check-interval-ms",
-                   "--transaction-check-max"):
+                   "--transaction-check-max", "--slaves", "--join", "--broker-name", "--broker-id", "--master"):
         assert option in out
     for apache_name in ("transactionTimeOut", "transactionCheckInterval", "transactionCheckMax"):
         assert apache_name in out
@@ -33,7 +33,11 @@ def test_help_lists_the_options(capsys: pytest.CaptureFixture[str]) -> None:
 @pytest.mark.parametrize("argv,needle", [
     (["--topic", "bad name:2"], "bad topic"),
     (["--topic", "ok:zero"], "bad queue count"),
-    (["--brokers", "0"], "integer >= 1"),
+    (["--brokers", "-1"], "integer >= 0"),
+    (["--slaves", "-1"], "integer >= 0"),
+    (["--broker-id", "-1"], "integer >= 0"),
+    (["--broker-id", "1"], "go with --join"),
+    (["--join", "127.0.0.1:1", "--slaves", "1"], "--join runs one broker"),
     (["--flush", "maybe"], "invalid choice"),
     (["--namesrv-port", "70000"], "bad port"),
     (["--transaction-check-interval-ms", "0"], "integer >= 1"),
