@@ -8,8 +8,10 @@ with their topic table (uncompressed RegisterBrokerBody JSON), again every 30 s 
 every topic change; a registration is dropped when its connection closes (a broker killed
 is out of the routes at once, as Apache's NameServer drops a broker whose channel closes),
 on UNREGISTER_BROKER, or after 120 s without one. A broker name's master (brokerId 0)
-and slaves (1..) share one BrokerData; its QueueData come from the master, from a slave
-while the master is away. A route lookup of an
+and slaves (1..) share one BrokerData; its QueueData come from the master's topic table,
+kept while the master is away as long as a slave of the name is live (Apache's NameServer
+takes QueueData from master registrations only and drops them with the last broker of the
+name), from a slave's own table when no master was ever seen. A route lookup of an
 unknown ``%RETRY%<group>`` creates it on every broker (1 queue, perm 6), so clients that
 look up their retry route before their first heartbeat see it at once.
 GET_BROKER_CLUSTER_INFO is written as 4.9.8 writes it (bare ``0`` broker-id keys).
@@ -76,6 +78,7 @@ class NameServer:
         self.server = RemotingServer("namesrv", host, self._on_request, on_close=self._on_close, tls=tls)
         self._last_port: int | None = None
         self._registered: dict[str, Registration] = {}     # by broker address
+        self._master_topics: dict[str, Mapping[str, TopicConfig]] = {}   # last master registration per name
         self._reg_lock = threading.Lock()
         self.handlers: dict[int, Callable[[NameServer, Call], RemotingCommand | None]] = {
             RequestCode.GET_ROUTEINFO_BY_TOPIC: NameServer.handle_route,
@@ -138,6 +141,8 @@ class NameServer:
             raise Refuse(ResponseCode.SYSTEM_ERROR, f"bad REGISTER_BROKER body: {exc}") from None
         node = Node(cluster, name, node_id, addr, topics)
         with self._reg_lock:
+            if node_id == 0:
+                self._master_topics[name] = topics
             fresh = addr not in self._registered
             self._registered[addr] = Registration(node, call.conn.id, time.monotonic())
         if fresh:
@@ -159,6 +164,14 @@ class NameServer:
             nodes += [r.node for r in self._registered.values() if r.at >= limit]
         return nodes
 
+    def _away_master_topics(self, name: str) -> Mapping[str, TopicConfig] | None:
+        """The topic table of a master that is away, as it was last seen."""
+        for b in self._brokers():
+            if b.name == name and not b.is_slave:
+                return b.topics.all()
+        with self._reg_lock:
+            return self._master_topics.get(name)
+
     # ------------------------------------------------------------ routes
 
     def route(self, topic: str) -> TopicRouteData | None:
@@ -175,7 +188,8 @@ class NameServer:
         brokers: list[BrokerData] = []
         for name in sorted(by_name):
             nodes = sorted(by_name[name], key=lambda n: n.broker_id)
-            t = next((n.topics[topic] for n in nodes if topic in n.topics), None)
+            master_topics = nodes[0].topics if nodes[0].broker_id == 0 else self._away_master_topics(name)
+            t = next((ts[topic] for ts in [master_topics] + [n.topics for n in nodes] if ts and topic in ts), None)
             if t is None:
                 continue
             queues.append(QueueData(name, t.read_queue_nums, t.write_queue_nums, t.perm, t.topic_sys_flag))

@@ -3,8 +3,10 @@
 How this works. ``BrokerRegistrar`` sends REGISTER_BROKER to every NameServer: extFields
 brokerName, brokerAddr, brokerId, clusterName, haServerAddr, compressed=false, and the body
 RegisterBrokerBody as uncompressed JSON (the topic table with its dataVersion). It does so
-at start, every ``interval`` seconds (Apache's registerNameServerPeriod, 30 s) and within
-``CHECK_SECONDS`` of a change of the topic table; the connection stays open, so a NameServer
+at start, every ``interval`` seconds (Apache's registerNameServerPeriod, 30 s) and on every
+change of the topic table, on the changing thread before the change is answered (as
+Apache's registerIncrementBrokerData), so a route never lags a created topic; the
+connection stays open, so a NameServer
 sees the broker go the moment its process dies. The answer names the broker name's master
 (``masterAddr``), which a slave started without an explicit master copies from. ``stop``
 sends UNREGISTER_BROKER.
@@ -30,7 +32,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 REGISTER_INTERVAL = 30.0      # Apache's registerNameServerPeriod
-CHECK_SECONDS = 0.5           # how soon a topic change reaches the NameServers
+CHECK_SECONDS = 0.5           # how often a broker not registered yet tries again
 REQUEST_TIMEOUT = 6.0         # Apache's registerBrokerTimeoutMills
 
 
@@ -48,31 +50,38 @@ class BrokerRegistrar:
         self.last_error: str | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._send_lock = threading.Lock()     # one registration on the wire at a time
 
     def start(self) -> None:
+        self.broker.topics.listeners.append(self._on_topics_changed)
         self._thread = threading.Thread(target=self._run, name=f"{self.broker.name}-register", daemon=True)
         self._thread.start()
 
+    def _on_topics_changed(self) -> None:
+        if not self._stop.is_set() and self.registered.is_set():
+            self.register_once()
+
     def stop(self) -> None:
         self._stop.set()
+        if self._on_topics_changed in self.broker.topics.listeners:
+            self.broker.topics.listeners.remove(self._on_topics_changed)
         if self._thread is not None:
             self._thread.join(REQUEST_TIMEOUT * 2)
             self._thread = None
         self._each(self._unregister_request())
 
     def _run(self) -> None:
-        sent_version: object = None
         sent_at = 0.0
         while not self._stop.is_set():
-            version = self.broker.topics.data_version()
-            if version != sent_version or time.monotonic() - sent_at >= self.interval \
-                    or not self.registered.is_set():
+            if time.monotonic() - sent_at >= self.interval or not self.registered.is_set():
                 if self.register_once():
-                    sent_version, sent_at = version, time.monotonic()
+                    sent_at = time.monotonic()
             self._stop.wait(CHECK_SECONDS)
 
     def register_once(self) -> bool:
-        answers = self._each(self._register_request())
+        cmd = self._register_request()          # the topic table read before the send lock is taken
+        with self._send_lock:
+            answers = self._each(cmd)
         ok = [a for a in answers if a is not None and a.code == ResponseCode.SUCCESS]
         if ok:
             self.master_addr = (ok[-1].ext or {}).get("masterAddr") or None

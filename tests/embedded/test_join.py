@@ -49,11 +49,19 @@ def test_a_master_and_its_slave_of_their_own_through_a_kill_and_restart(tmp_path
             wait_until(lambda: _holds(slave.addr, "J", 20), 30, "the slave to copy 20 messages")
             wait_until(lambda: _knows(slave.addr, "J"), 30, "the slave to sync topic J")  # as tests/failover waits
 
+            with Wire(master.addr) as w:    # registered before it is answered: routed even if the master dies now
+                assert w.request(req(RequestCode.UPDATE_AND_CREATE_TOPIC, {
+                    "topic": "K", "defaultTopic": "TBW102", "readQueueNums": 3, "writeQueueNums": 3, "perm": 6,
+                    "topicFilterType": "SINGLE_TAG", "topicSysFlag": 0, "order": "false"})).code == 0
             master.kill()
             wait_until(lambda: _addrs(ns.namesrv_addr, "J").get("broker-a") == {"1": slave.addr}, 30,
                        "the killed master to leave the route")
             with Wire(slave.addr) as s:
                 assert [m.body for m in messages(pull(s, "g", "J", 0, 0))] == [b"j%d" % i for i in range(20)]
+            with Wire(ns.namesrv_addr) as w:      # the queues of the master that is away stay routed
+                route = json.loads(w.request(req(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "K"})).body)
+            assert [(q["brokerName"], q["readQueueNums"]) for q in route["queueDatas"]] == [("broker-a", 3)]
+            assert [b["brokerAddrs"] for b in route["brokerDatas"]] == [{"1": slave.addr}]
 
             first_addr = master.addr
             master.start()                                    # same directory: same data, same port
