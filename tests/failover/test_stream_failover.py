@@ -1,4 +1,4 @@
-"""The run of the broker-failover issue, on a real Apache cluster (``ROCKETMQ_APACHE_DIR``):
+"""The run of the broker-failover issue (conftest.py: a real Apache cluster or embedded brokers):
 messages on a topic of ``broker-a`` (master + slave), an orderly and a concurrent query
 reading them, the master killed with kill -9 once both have read some, restarted later.
 Neither query fails; the concurrent one reads on from the slave while the master is away;
