@@ -217,8 +217,7 @@ class Broker:
         self.offsets.start()
         self.long_poll.start()
         if self.is_slave:   # a slave delivers nothing itself: its master's deliveries are copied
-            self._transport = Transport(io_timeout=60.0)
-            self.replica = ReplicaService(self, self._master, self._transport,  # type: ignore[arg-type]
+            self.replica = ReplicaService(self, self._master, Transport(io_timeout=60.0),  # type: ignore[arg-type]
                                           sync_interval=self.sync_interval)
             self.replica.start()
         else:
@@ -237,11 +236,11 @@ class Broker:
             return
         self.started = False
         self._stop.set()
+        self.replication_waiters.close()
         self.server.stop()
         self.long_poll.stop()
         if self.replica is not None:
-            self.replica.stop()
-            self._transport.close()
+            self.replica.stop()          # closes its transport
             self.replica = None
         self.schedule.stop()
         self.transaction_checks.stop()

@@ -65,8 +65,11 @@ class ReplicaService:
             self._threads.append(t)
 
     def stop(self) -> None:
+        """Stop copying; closes the transport (it is the service's own), which also ends a
+        request the master is holding."""
         self._stop.set()
         self._sync_now.set()
+        self.transport.close()
         for t in self._threads:
             t.join(REQUEST_TIMEOUT)
         self._threads.clear()

@@ -6,6 +6,7 @@ after a restart of either side."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Iterator
 
@@ -13,7 +14,7 @@ import pytest
 
 from rocketmq_spark.embedded import EmbeddedCluster
 from rocketmq_spark.remoting.codes import RequestCode, ResponseCode
-from tests.embedded.wire import Wire, max_offset, messages, offset_call, pull, req, send_msg
+from tests.embedded.wire import Wire, lock_body, max_offset, messages, offset_call, pull, req, send_msg
 from tests.waiting import wait_until
 
 
@@ -85,11 +86,22 @@ def test_topics_offsets_and_groups_follow_the_master(replicated: EmbeddedCluster
     wait_until(lambda: slave.groups.get("cg") is not None, 10, "the slave to sync group cg")
 
 
-def test_a_slave_refuses_sends_as_an_apache_slave_does(replicated: EmbeddedCluster) -> None:
+def test_a_slave_answers_sends_commits_and_locks_as_an_apache_slave_does(replicated: EmbeddedCluster) -> None:
+    """What an Apache 4.9.7 slave answered (scripts/apache-cluster): sends 14 with this remark
+    (its disk ratios formatted %5.2f), offset commits and locks accepted on its own tables
+    (the commit is replaced at the next sync; clients lock and commit on masters only)."""
     with Wire(_slave(replicated)) as s:
         ans = send_msg(s, "T", b"x")
-    assert ans.code == ResponseCode.SERVICE_NOT_AVAILABLE == 14
-    assert "messages are put to the slave" in (ans.remark or "")
+        assert ans.code == ResponseCode.SERVICE_NOT_AVAILABLE == 14
+        assert re.fullmatch(r"service not available now\. It may be caused by one of the following reasons: "
+                            r"the broker's disk is full \[CL: +\d\.\d\d CQ: +\d\.\d\d INDEX: +\d\.\d\d\], "
+                            r"messages are put to the slave, message store has been shut down, etc\.", ans.remark or "")
+        commit = s.request(req(RequestCode.UPDATE_CONSUMER_OFFSET,
+                               {"consumerGroup": "lg", "topic": "T", "queueId": 0, "commitOffset": 5}))
+        assert commit.code == 0
+        lock = s.request(req(RequestCode.LOCK_BATCH_MQ, None, lock_body("lg", "cid", [("T", "broker-a", 0)])))
+        assert (lock.code, json.loads(lock.body)["lockOKMQSet"]) == \
+            (0, [{"brokerName": "broker-a", "queueId": 0, "topic": "T"}])
     assert replicated.slaves["broker-a"][0].store.commitlog.max_offset == 0
 
 

@@ -29,14 +29,21 @@ class CommitLogWaiters:
 
     def __init__(self) -> None:
         self._cond = threading.Condition()
+        self._closed = False
 
     def notify(self, *_: object) -> None:           # a store arrival listener
         with self._cond:
             self._cond.notify_all()
 
+    def close(self) -> None:
+        """The broker stops: held requests are answered now."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+
     def wait_beyond(self, end: Callable[[], int], offset: int, timeout: float) -> None:
         with self._cond:
-            self._cond.wait_for(lambda: end() > offset, timeout)
+            self._cond.wait_for(lambda: self._closed or end() > offset, timeout)
 
 
 def handle_replicate(broker: BrokerContext, call: Call) -> RemotingCommand:
