@@ -23,7 +23,7 @@ pytestmark = pytest.mark.needs_replicas("kills and restarts the master of broker
 
 N, QUEUES = 8_000, 4
 FIRST = 1_000            # sent before the queries start (on pyspark < 4.2 their first batch reads it whole)
-PER_TRIGGER = 200
+PER_TRIGGER = 500
 
 
 class Collected:
