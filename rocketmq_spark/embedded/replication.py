@@ -1,21 +1,21 @@
 """Master/slave replication of the embedded broker: a slave copies its master's commit log
 and syncs its tables, as Apache's HA service and SlaveSynchronize do.
 
-How this works. A slave (brokerId > 0) runs ``ReplicaService``: one thread that asks its
+How this works. A slave (brokerId > 0) runs ``ReplicaService``: a thread that asks its
 master, over a connection of its own, for the commit log from the offset where its own log
 ends (REPLICATE_COMMIT_LOG, a request code of this project's: Apache's HA speaks a raw
-protocol on a port of its own). The master answers with whole records (``CommitLog.
-read_records``), holding the request up to ``HOLD_MS`` while there is nothing new, so a
-slave is behind by a round trip and not by a poll interval. The slave appends the bytes at
+protocol on a port of its own). The master answers with whole records and holds a request
+while it has nothing new (``processors.replicate``), so a slave is behind by a round trip
+and not by a poll interval. The slave appends the bytes at
 the same offsets and dispatches its own consume queues from them (``MessageStore.
 put_replicated``), so every queue has the master's offsets. Restarted on its data, a slave
 goes on from where its log ends; a master that is away is asked again every
 ``RETRY_SECONDS``.
 
-Every ``sync_interval`` seconds (and at once when a copied record names a topic the slave
+A second thread, every ``sync_interval`` seconds (and at once when a copied record names a topic the slave
 does not know) the slave takes its master's topic configs (GET_ALL_TOPIC_CONFIG), consumer
 offsets (GET_ALL_CONSUMER_OFFSET) and subscription groups (GET_ALL_SUBSCRIPTIONGROUP_CONFIG),
-as Apache's SlaveSynchronize does every 10 s; the master's offsets replace the slave's.
+as Apache's SlaveSynchronize does every 10 s; the master's tables replace the slave's.
 """
 
 from __future__ import annotations
@@ -24,10 +24,13 @@ import logging
 import threading
 from typing import TYPE_CHECKING, Any, Callable
 
+from rocketmq_spark.client.calls import check, request
+from rocketmq_spark.embedded.groups import SubscriptionGroupConfig
 from rocketmq_spark.embedded.processors.replicate import REPLICATE_COMMIT_LOG
 from rocketmq_spark.embedded.store.commitlog import BadRecord
 from rocketmq_spark.embedded.topics import TopicConfig
 from rocketmq_spark.errors import RocketMQError
+from rocketmq_spark.remoting import fastjson
 from rocketmq_spark.remoting.codes import RequestCode, ResponseCode
 
 if TYPE_CHECKING:
@@ -81,8 +84,6 @@ class ReplicaService:
     # ------------------------------------------------------------ commit log
 
     def _copy_loop(self) -> None:
-        from rocketmq_spark.client.calls import request
-
         store = self.broker.store
         while not self._stop.is_set():
             address = self.master()
@@ -136,14 +137,9 @@ class ReplicaService:
         offsets = self._get(address, RequestCode.GET_ALL_CONSUMER_OFFSET)
         self.broker.offsets.replace_all(offsets.get("offsetTable") or {})
         groups = self._get(address, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)
-        from rocketmq_spark.embedded.groups import SubscriptionGroupConfig
-
         for obj in (groups.get("subscriptionGroupTable") or {}).values():
             self.broker.groups.put(SubscriptionGroupConfig.from_json(obj))
 
     def _get(self, address: str, code: int) -> dict[str, Any]:
-        from rocketmq_spark.client.calls import check, request
-        from rocketmq_spark.remoting import fastjson
-
         answer = check(self.transport.invoke(address, request(code), REQUEST_TIMEOUT), code, address)
         return fastjson.loads(answer.body) if answer.body else {}
