@@ -34,10 +34,11 @@ class JoinedBroker:
 
     def start(self) -> "JoinedBroker":
         assert not self.running(), f"{self.name}-{self.broker_id} runs already"
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "rocketmq_spark.cli", "broker", "--join", self.namesrv, "--broker-name", self.name,
-             "--broker-id", str(self.broker_id), "--data-dir", str(self.data_dir), *self.extra],
-            stdout=subprocess.PIPE, stderr=open(self.log, "ab"), cwd=ROOT, text=True)
+        with open(self.log, "ab") as err:        # the child keeps its own descriptor
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "rocketmq_spark.cli", "broker", "--join", self.namesrv, "--broker-name",
+                 self.name, "--broker-id", str(self.broker_id), "--data-dir", str(self.data_dir), *self.extra],
+                stdout=subprocess.PIPE, stderr=err, cwd=ROOT, text=True)
         assert self.proc.stdout is not None
         with selectors.DefaultSelector() as sel:
             sel.register(self.proc.stdout, selectors.EVENT_READ)
