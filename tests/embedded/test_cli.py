@@ -92,6 +92,25 @@ def test_topics_and_brokers_from_the_command_line(tmp_path: Path) -> None:
         assert proc.wait(20) == 0
 
 
+def test_slaves_from_the_command_line(tmp_path: Path) -> None:
+    proc, ns = start_broker(tmp_path / "d", tmp_path / "log", "--slaves", "1", "--topic", "s:1",
+                            "--slave-sync-interval-ms", "200")
+    try:
+        with Wire(ns) as w:
+            route = decode_route(w.request(req(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "s"})).body)
+        [broker] = route.broker_datas
+        assert sorted(broker.broker_addrs) == [0, 1]
+        with Wire(broker.broker_addrs[0]) as m:
+            assert send_msg(m, "s", b"copied").code == 0
+        with Wire(broker.broker_addrs[1]) as slave:
+            assert wait_for(lambda: max_offset(slave, "s", 0) == 1, 10)
+            assert send_msg(slave, "s", b"refused").code == 14
+        assert (tmp_path / "d" / "broker-a-1" / "commitlog").is_dir()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(20) == 0
+
+
 def test_busy_namesrv_port_exits_1(tmp_path: Path) -> None:
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
