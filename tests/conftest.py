@@ -24,16 +24,18 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Against an external cluster ($ROCKETMQ_NAMESRV), a test marked ``embedded_only`` is
-    skipped with its marker's reason; a test marked ``needs_replicas`` is deselected unless
-    $ROCKETMQ_APACHE_DIR names a real cluster with a slave (tests/failover); with
+    skipped with its marker's reason; a test marked ``needs_replicas`` (tests/failover) runs
+    against $ROCKETMQ_APACHE_DIR's real cluster with a slave when it is set, against embedded
+    brokers with a slave of their own processes without an external cluster, and is
+    deselected against an external cluster without $ROCKETMQ_APACHE_DIR; with
     --cluster-tests-only, the tests
     that never touch the session's cluster are deselected (they prove nothing new there)."""
     external = bool(os.environ.get("ROCKETMQ_NAMESRV"))
     replicas = bool(os.environ.get("ROCKETMQ_APACHE_DIR"))
     keep, drop = [], []
     for item in items:
-        if item.get_closest_marker("needs_replicas") is not None and not replicas:
-            drop.append(item)       # tests/failover: only with a real cluster's slave to read from
+        if item.get_closest_marker("needs_replicas") is not None and external and not replicas:
+            drop.append(item)       # tests/failover: an external cluster without a slave to read from
             continue
         marker = item.get_closest_marker("embedded_only")
         if external and marker is not None:

@@ -17,8 +17,9 @@ import threading
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
+from rocketmq_spark.client.transport import Transport
 from rocketmq_spark.embedded.acl import AclValidator
 from rocketmq_spark.embedded.clients import Channel, ClientManager, Notice
 from rocketmq_spark.embedded.clock import Clock, SystemClock
@@ -30,11 +31,14 @@ from rocketmq_spark.embedded.long_poll import PullHoldService
 from rocketmq_spark.embedded.offsets import ConsumerOffsetManager
 from rocketmq_spark.embedded.persist import read_json, write_json
 from rocketmq_spark.embedded.processors import dispatch
+from rocketmq_spark.embedded.processors.admin import disk_used_ratio
 from rocketmq_spark.embedded.processors.base import Call
 from rocketmq_spark.embedded.processors.pull import answer_plain_pull
 from rocketmq_spark.embedded.schedule import ScheduleService
 from rocketmq_spark.embedded.server import Connection, RemotingServer, advertised_ip
 from rocketmq_spark.embedded.stats import BrokerStats
+from rocketmq_spark.embedded.processors.replicate import CommitLogWaiters
+from rocketmq_spark.embedded.replication import SYNC_INTERVAL, ReplicaService
 from rocketmq_spark.embedded.store import MessageStore, PutResult, StoreError
 from rocketmq_spark.embedded.timer import WHEEL_QUEUE, TimerService
 from rocketmq_spark.embedded.store.commitlog import DEFAULT_SEGMENT_SIZE
@@ -54,6 +58,9 @@ from rocketmq_spark.tls import ServerTls
 log = logging.getLogger(__name__)
 
 HOUSEKEEPING_INTERVAL = 10.0
+SLAVE_PUT_REMARK = ("service not available now. It may be caused by one of the following reasons: the broker's "
+                    "disk is full [CL: {0:5.2f} CQ: {0:5.2f} INDEX: {0:5.2f}], messages are put to the slave, "
+                    "message store has been shut down, etc.")
 IDLE_CONNECTION_SECONDS = 120.0
 
 
@@ -94,17 +101,30 @@ class Broker:
                  transaction_check_interval_ms: int = TRANSACTION_CHECK_INTERVAL_MS,
                  transaction_check_max: int = TRANSACTION_CHECK_MAX, dispatch_lag_ms: int = 0,
                  enable_property_filter: bool = True,
-                 timers: bool = True) -> None:
+                 timers: bool = True,
+                 broker_id: int = 0, master: str | Callable[[], str | None] | None = None,
+                 root: str | Path | None = None, sync_interval: float = SYNC_INTERVAL) -> None:
         if flush not in ("sync", "async"):
             raise ValueError(f"flush must be 'sync' or 'async', not {flush!r}")
+        if broker_id < 0:
+            raise ValueError(f"broker_id must be 0 (a master) or more (a slave), not {broker_id}")
+        if broker_id and master is None:
+            raise ValueError(f"slave {name} (broker_id {broker_id}) needs the address of its master")
+        if broker_id and (acl_file or tls):
+            raise ValueError("a slave does not replicate over ACL or TLS yet: start it without either")
         self.transaction_config = TransactionConfig(transaction_timeout_ms, transaction_check_interval_ms,
                                                     transaction_check_max)
         self.name = name
+        self.broker_id = broker_id
+        # A slave's master: an address, or a function giving it (None while it is not known).
+        self._master = master if callable(master) or master is None else (lambda: master)
+        self.sync_interval = sync_interval
         self.cluster = cluster
         self.host = host
         self.advertised_host = advertised_ip(host, advertised_host)
         self.requested_port = port
-        self.root = Path(data_dir) / name
+        self.root = Path(root) if root is not None else Path(data_dir) / (
+            name if broker_id == 0 else f"{name}-{broker_id}")
         self.default_queues = default_queues
         self.flush = flush
         self.clock: Clock = clock or SystemClock()
@@ -142,6 +162,8 @@ class Broker:
         self.server = RemotingServer(self.name, self.host, self._on_request, on_close=self._on_close,
                                      tls=self.tls, frame_handler=self._on_frame)
         self.long_poll = PullHoldService(self._max_offset, name=f"{self.name}-long-poll")
+        self.replication_waiters = CommitLogWaiters()    # a master's held REPLICATE_COMMIT_LOG requests
+        self.replica: ReplicaService | None = None      # a slave's copier (replication.py)
         self.store: MessageStore = None  # type: ignore[assignment]  # opened in start()
         self.schedule: ScheduleService = None  # type: ignore[assignment]
         self.timer: TimerService | None = None
@@ -156,6 +178,14 @@ class Broker:
     @property
     def addr(self) -> str:
         return f"{self.advertised_host}:{self.port}"
+
+    @property
+    def is_slave(self) -> bool:
+        return self.broker_id != 0
+
+    @property
+    def master_addr(self) -> str | None:
+        return self._master() if self._master is not None else None
 
     @property
     def flush_sync(self) -> bool:
@@ -198,7 +228,9 @@ class Broker:
                 name=f"{self.name}-transaction-check")
             self.store.add_listener(self.long_poll.notify_arrival)
             self.store.add_listener(self.schedule.notify_arrival)
-            write_json(meta_path, {"name": self.name, "cluster": self.cluster, "port": self.port})
+            self.store.add_listener(self.replication_waiters.notify)
+            write_json(meta_path, {"name": self.name, "cluster": self.cluster, "port": self.port,
+                                   "brokerId": self.broker_id})
         except BaseException:
             self.server.stop()
             if self.store is not None:
@@ -206,10 +238,15 @@ class Broker:
             raise
         self.offsets.start()
         self.long_poll.start()
-        self.schedule.start()
-        if self.timer is not None:
-            self.timer.start()
-        self.transaction_checks.start()
+        if self.is_slave:   # a slave delivers nothing itself: its master's deliveries are copied
+            self.replica = ReplicaService(self, self._master, Transport(io_timeout=60.0),  # type: ignore[arg-type]
+                                          sync_interval=self.sync_interval)
+            self.replica.start()
+        else:
+            self.schedule.start()
+            if self.timer is not None:
+                self.timer.start()
+            self.transaction_checks.start()
         self.server.start()
         self._housekeeper = threading.Thread(target=self._housekeeping, name=f"{self.name}-housekeeping",
                                              daemon=True)
@@ -223,8 +260,12 @@ class Broker:
             return
         self.started = False
         self._stop.set()
+        self.replication_waiters.close()
         self.server.stop()
         self.long_poll.stop()
+        if self.replica is not None:
+            self.replica.stop()          # closes its transport
+            self.replica = None
         self.schedule.stop()
         if self.timer is not None:
             self.timer.stop()
@@ -280,6 +321,8 @@ class Broker:
         SCHEDULE_TOPIC_XXXX, and (``timers``) a timer ahead through rmq_sys_wheel_timer
         (REAL_TOPIC/REAL_QID keep where it goes); StoreError MESSAGE_ILLEGAL for a timer
         that is not a number or more than 3 days ahead."""
+        if self.is_slave:   # Apache's store refuses puts on a slave (PutMessageStatus.SERVICE_NOT_AVAILABLE)
+            raise StoreError(ResponseCode.SERVICE_NOT_AVAILABLE, SLAVE_PUT_REMARK.format(disk_used_ratio(self.root)))
         if apply_delay:
             messages = [self._timed(self._delayed(m)) for m in messages]
         started = time.monotonic()

@@ -2,6 +2,14 @@
 
 Once everything listens it prints one line holding ``nameServer=HOST:PORT`` (and the
 brokers' addresses) on stdout, then serves until SIGTERM or SIGINT, and exits 0.
+``--slaves N`` adds N slaves per broker name; ``--brokers 0`` runs the NameServer alone.
+
+``--join HOST:PORT`` runs one broker instead, in a process of its own, registered with
+that running NameServer (``embedded.registration``): ``--broker-name``, ``--broker-id``
+(0 a master, 1.. a slave of ``--master`` or of the master the NameServer names) and
+``--data-dir`` (the broker's own directory: restarted on it, the broker keeps its data
+and port, a slave copies on from where its log ends). It prints one line
+``rocketmq-spark broker: broker-a=HOST:PORT brokerId=0 ...`` once registered.
 """
 
 from __future__ import annotations
@@ -15,6 +23,7 @@ from pathlib import Path
 
 from rocketmq_spark.arguments import at_least
 from rocketmq_spark.embedded.cluster import EmbeddedCluster
+from rocketmq_spark.embedded.replication import SYNC_INTERVAL
 from rocketmq_spark.embedded.store.message_store import MAX_TRANSFER_COUNT
 from rocketmq_spark.embedded.topics import validate_topic
 from rocketmq_spark.embedded.transactions import (TRANSACTION_CHECK_INTERVAL_MS, TRANSACTION_CHECK_MAX,
@@ -47,7 +56,22 @@ def parser() -> argparse.ArgumentParser:
         description="Run a RocketMQ-compatible NameServer and broker(s) in one process, storing "
                     "data on disk. Prints 'nameServer=HOST:PORT' once listening; stop with "
                     "SIGTERM or Ctrl-C.")
-    p.add_argument("--brokers", type=at_least(1), default=1, help="number of brokers (broker-a, broker-b, ...)")
+    p.add_argument("--brokers", type=at_least(0), default=1,
+                   help="number of brokers (broker-a, broker-b, ...); 0: the NameServer alone, for --join brokers")
+    p.add_argument("--slaves", type=at_least(0), default=0,
+                   help="slaves per broker name (brokerId 1..N), each copying its master (default 0)")
+    p.add_argument("--slave-sync-interval-ms", type=at_least(1), default=int(SYNC_INTERVAL * 1000), metavar="MS",
+                   help="how often a slave takes its master's topics, offsets and groups (Apache's "
+                        f"SlaveSynchronize: {int(SYNC_INTERVAL * 1000)})")
+    join = p.add_argument_group("one broker of its own process (--join)")
+    join.add_argument("--join", metavar="HOST:PORT", default=None,
+                      help="run one broker registered with this running NameServer (';' separates several)")
+    join.add_argument("--broker-name", default="broker-a", help="its broker name (default broker-a)")
+    join.add_argument("--broker-id", type=at_least(0), default=0, help="0: a master (default); 1..: a slave")
+    join.add_argument("--master", metavar="HOST:PORT", default=None,
+                      help="a slave's master (default: the master the NameServer lists for --broker-name)")
+    join.add_argument("--port", type=_port, default=0,
+                      help="the broker's port (default 0: the port it had on --data-dir if free, else a free one)")
     p.add_argument("--data-dir", default="./data/rocketmq", help="where the brokers store their data "
                    "(default ./data/rocketmq)")
     p.add_argument("--namesrv-port", type=_port, default=9876,
@@ -105,9 +129,67 @@ def _server_tls(p: argparse.ArgumentParser, args: argparse.Namespace) -> ServerT
                      client_ca_file=args.tls_client_ca)
 
 
+def _join(args: argparse.Namespace, tls: ServerTls | None,
+          stop_signals: set[signal.Signals]) -> int:
+    """One broker registered with a running NameServer (see the module doc)."""
+    from rocketmq_spark.client.transport import Transport
+    from rocketmq_spark.embedded.broker import Broker
+    from rocketmq_spark.embedded.cluster import CLUSTER_NAME
+    from rocketmq_spark.embedded.registration import BrokerRegistrar
+
+    namesrvs = [a.strip() for a in args.join.split(";") if a.strip()]
+    registrar: BrokerRegistrar | None = None
+
+    def master() -> str | None:
+        return args.master or (registrar.master_addr if registrar is not None else None)
+
+    transport = Transport()
+    try:
+        broker = Broker(args.broker_name, Path(args.data_dir), root=Path(args.data_dir), host=args.host,
+                        port=args.port, cluster=CLUSTER_NAME, default_queues=args.default_queues,
+                        flush=args.flush, acl_file=args.acl, max_transfer_count=args.max_transfer_count, tls=tls,
+                        transaction_timeout_ms=args.transaction_timeout_ms,
+                        transaction_check_interval_ms=args.transaction_check_interval_ms,
+                        transaction_check_max=args.transaction_check_max, broker_id=args.broker_id,
+                        master=master if args.broker_id else None,
+                        sync_interval=args.slave_sync_interval_ms / 1000)
+        broker.start()
+    except (ValueError, OSError, RuntimeError) as exc:
+        transport.close()
+        print(f"rocketmq-spark broker: cannot start: {exc}", file=sys.stderr)
+        return 1
+    try:
+        if not broker.is_slave:
+            for name, queues in args.topic:
+                broker.create_topic(name, queues or args.default_queues)
+        registrar = BrokerRegistrar(broker, namesrvs, transport)
+        registrar.start()
+        if not registrar.registered.wait(JOIN_TIMEOUT):
+            print(f"rocketmq-spark broker: cannot register with the NameServer {args.join} within "
+                  f"{JOIN_TIMEOUT:g} s: {registrar.last_error}", file=sys.stderr)
+            return 1
+        print(f"rocketmq-spark broker: {broker.name}={broker.addr} brokerId={broker.broker_id} "
+              f"nameServer={args.join} dataDir={broker.root.resolve()}", flush=True)
+        signal.sigwait(stop_signals)
+        return 0
+    finally:
+        if registrar is not None:
+            registrar.stop()
+        broker.stop()
+        transport.close()
+
+
+JOIN_TIMEOUT = 60.0
+
+
 def main(argv: list[str] | None = None) -> int:
     p = parser()
     args = p.parse_args(argv)
+    if args.join is None and any(getattr(args, k) != p.get_default(k)
+                                 for k in ("master", "port", "broker_id", "broker_name")):
+        p.error("--broker-name, --broker-id, --master and --port go with --join")
+    if args.join is not None and (args.slaves or args.brokers != 1):
+        p.error("--join runs one broker: --brokers and --slaves do not go with it")
     logging.basicConfig(level=args.log_level, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     topics = {name: queues or args.default_queues for name, queues in args.topic}
@@ -117,6 +199,8 @@ def main(argv: list[str] | None = None) -> int:
     stop_signals = {signal.SIGTERM, signal.SIGINT}
     previous = signal.pthread_sigmask(signal.SIG_BLOCK, stop_signals)
     try:
+        if args.join is not None:
+            return _join(args, _server_tls(p, args), stop_signals)
         try:
             tls = _server_tls(p, args)
             cluster = EmbeddedCluster(Path(args.data_dir), brokers=args.brokers,
@@ -128,12 +212,15 @@ def main(argv: list[str] | None = None) -> int:
                                       transaction_check_interval_ms=args.transaction_check_interval_ms,
                                       transaction_check_max=args.transaction_check_max,
                                       enable_property_filter=args.enable_property_filter,
-                                      timers=args.timers)
+                                      timers=args.timers, slaves=args.slaves,
+                                      sync_interval=args.slave_sync_interval_ms / 1000)
             cluster.start()
         except (ConfigError, OSError, RuntimeError) as exc:
             print(f"rocketmq-spark broker: cannot start: {exc}", file=sys.stderr)
             return 1
-        brokers = " ".join(f"{name}={addr}" for name, addr in cluster.broker_addrs.items())
+        brokers = " ".join([f"{name}={addr}" for name, addr in cluster.broker_addrs.items()] +
+                           [f"{name}-{i + 1}={addr}" for name, addrs in cluster.slave_addrs.items()
+                            for i, addr in enumerate(addrs)])
         print(f"rocketmq-spark broker: nameServer={cluster.namesrv_addr} {brokers} "
               f"dataDir={Path(args.data_dir).resolve()} tls={args.tls_mode}", flush=True)
         try:

@@ -16,6 +16,11 @@ check-backs of transactional messages (Apache's transactionTimeOut 6000 ms,
 transactionCheckInterval 60000 ms, transactionCheckMax 15 by default). ``timers``
 (default True) gives every broker 5.x's timer messages (``Broker``); False makes them
 brokers that ignore timers, as 4.x does.
+
+With ``slaves=N`` each broker name also runs N slaves (brokerId 1..N, ``c.slaves["broker-a"]``,
+storing under ``<data_dir>/broker-a-1/``...), each copying its master's commit log and
+tables over TCP (``embedded.replication``) and listed in the routes with its own address.
+``brokers=0`` runs the NameServer alone, for brokers of other processes to join.
 """
 
 from __future__ import annotations
@@ -24,10 +29,12 @@ import logging
 import string
 from pathlib import Path
 from types import TracebackType
+from typing import Callable
 
 from rocketmq_spark.embedded.broker import Broker
 from rocketmq_spark.embedded.clock import Clock, SystemClock
 from rocketmq_spark.embedded.namesrv import NameServer
+from rocketmq_spark.embedded.replication import SYNC_INTERVAL
 from rocketmq_spark.embedded.store.commitlog import DEFAULT_SEGMENT_SIZE
 from rocketmq_spark.embedded.store.message_store import MAX_TRANSFER_COUNT
 from rocketmq_spark.embedded.topics import TopicConfig, validate_topic
@@ -57,9 +64,14 @@ class EmbeddedCluster:
                  transaction_check_interval_ms: int = TRANSACTION_CHECK_INTERVAL_MS,
                  transaction_check_max: int = TRANSACTION_CHECK_MAX, dispatch_lag_ms: int = 0,
                  enable_property_filter: bool = True,
-                 timers: bool = True) -> None:
-        if brokers < 1:
-            raise ConfigError(f"brokers must be at least 1, not {brokers}")
+                 timers: bool = True,
+                 slaves: int = 0, sync_interval: float = SYNC_INTERVAL) -> None:
+        if brokers < 0:
+            raise ConfigError(f"brokers must be at least 0 (a NameServer alone), not {brokers}")
+        if slaves < 0:
+            raise ConfigError(f"slaves must be at least 0, not {slaves}")
+        if slaves and (acl_file or tls):
+            raise ConfigError("slaves do not replicate over ACL or TLS yet: use slaves=0 with acl_file or tls")
         if default_queues < 1:
             raise ConfigError(f"default_queues must be at least 1, not {default_queues}")
         if flush not in ("sync", "async"):
@@ -94,9 +106,23 @@ class EmbeddedCluster:
                                    dispatch_lag_ms=dispatch_lag_ms,
                                    enable_property_filter=enable_property_filter, timers=timers)
             for i in range(brokers)}
-        self.namesrv = NameServer(lambda: list(self.brokers.values()), host=host, port=namesrv_port,
+        self.slaves: dict[str, list[Broker]] = {
+            name: [Broker(name, self.data_dir, host=host, advertised_host=advertised_host, cluster=CLUSTER_NAME,
+                          default_queues=default_queues, flush=flush, clock=self.clock,
+                          segment_size=segment_size, max_transfer_count=max_transfer_count,
+                          broker_id=k, master=self._master_of(master), sync_interval=sync_interval)
+                   for k in range(1, slaves + 1)]
+            for name, master in self.brokers.items()} if slaves else {}
+        self.namesrv = NameServer(self._all_brokers, host=host, port=namesrv_port,
                                   cluster=CLUSTER_NAME, advertised_host=advertised_host, tls=tls)
         self._started = False
+
+    @staticmethod
+    def _master_of(master: Broker) -> Callable[[], str | None]:
+        return lambda: master.addr if master.started else None
+
+    def _all_brokers(self) -> list[Broker]:
+        return list(self.brokers.values()) + [s for group in self.slaves.values() for s in group]
 
     # ------------------------------------------------------------ life cycle
 
@@ -112,6 +138,10 @@ class EmbeddedCluster:
                     existing = broker.topics.get(topic)
                     if existing is None or existing.queue_count != queues:
                         broker.create_topic(topic, queues)
+            for group in self.slaves.values():
+                for slave in group:
+                    slave.start()
+                    started.append(slave)
             self.namesrv.start()
         except BaseException:
             for broker in started:
@@ -126,7 +156,7 @@ class EmbeddedCluster:
             return
         self._started = False
         self.namesrv.stop()
-        for broker in self.brokers.values():
+        for broker in reversed(self._all_brokers()):
             broker.stop()
 
     def __enter__(self) -> "EmbeddedCluster":
@@ -146,6 +176,10 @@ class EmbeddedCluster:
     def broker_addrs(self) -> dict[str, str]:
         return {name: b.addr for name, b in self.brokers.items()}
 
+    @property
+    def slave_addrs(self) -> dict[str, list[str]]:
+        return {name: [s.addr for s in group] for name, group in self.slaves.items()}
+
     # ------------------------------------------------------------ conveniences
 
     def create_topic(self, topic: str, queues: int | None = None, perm: int = Perm.READ | Perm.WRITE,
@@ -154,5 +188,10 @@ class EmbeddedCluster:
         reason = validate_topic(topic)
         if reason is not None:
             raise ConfigError(f"topic {topic!r}: {reason}")
-        return {name: self.brokers[name].create_topic(topic, queues, perm)
+        made = {name: self.brokers[name].create_topic(topic, queues, perm)
                 for name in (brokers or list(self.brokers))}
+        for name in made:
+            for slave in self.slaves.get(name, ()):
+                if slave.replica is not None:
+                    slave.replica.sync_soon()
+        return made

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable, Mapping
 
 from rocketmq_spark.embedded.persist import read_json, write_json
 from rocketmq_spark.embedded.service_thread import ServiceThread
@@ -64,6 +64,21 @@ class ConsumerOffsetManager(ServiceThread):
             self._cond.notify()
         if self._thread is None and on_durable is not None:
             self._persist()
+
+    def replace_all(self, table: Mapping[str, Mapping[Any, Any]]) -> None:
+        """A slave takes its master's offsets whole (Apache's SlaveSynchronize)."""
+        new = {key: {int(q): int(o) for q, o in queues.items()} for key, queues in table.items()}
+        with self._cond:
+            if new == self._table:
+                return
+            self._table = new
+            self._version += 1
+            self._cond.notify()
+
+    def snapshot_json(self) -> dict[str, Any]:
+        with self._cond:
+            return {"offsetTable": {key: {str(q): o for q, o in queues.items()}
+                                    for key, queues in self._table.items()}}
 
     def start(self) -> None:
         self.start_thread()

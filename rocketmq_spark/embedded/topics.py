@@ -11,15 +11,18 @@ created with a fixed queue count (``createTopicInSendMessageBackMethod``).
 
 from __future__ import annotations
 
+import logging
 import re
 import threading
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from rocketmq_spark.embedded.clock import Clock
 from rocketmq_spark.embedded.persist import read_json, write_json
 from rocketmq_spark.remoting.codes import DEFAULT_TOPIC, DLQ_PREFIX, RETRY_PREFIX, SCHEDULE_TOPIC, Perm
+
+log = logging.getLogger(__name__)
 
 TOPIC_PATTERN = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 TOPIC_MAX_LENGTH = 127
@@ -115,6 +118,9 @@ class TopicManager:
         self._counter = 0
         self._timestamp = clock.now_ms()
         self._system = {t.topic_name: t for t in system_topics(cluster, broker)}
+        # Called after each change, on the changing thread (a joined broker registers with
+        # its NameServers before it answers, as Apache's registerIncrementBrokerData).
+        self.listeners: list[Callable[[], None]] = []
 
     def load(self) -> None:
         saved = read_json(self.path, {}) or {}
@@ -126,6 +132,13 @@ class TopicManager:
             self._counter = int(version.get("counter", 0))
             self._timestamp = int(version.get("timestamp", self.clock.now_ms()))
             self._save()
+
+    def _changed(self) -> None:
+        for listener in self.listeners:
+            try:
+                listener()
+            except Exception:
+                log.exception("topics: change listener failed")
 
     def _save(self) -> None:
         self._counter += 1
@@ -152,10 +165,13 @@ class TopicManager:
     def put(self, config: TopicConfig) -> TopicConfig:
         """Create or replace a topic (UPDATE_AND_CREATE_TOPIC)."""
         with self._lock:
-            if self._table.get(config.topic_name) != config:
+            changed = self._table.get(config.topic_name) != config
+            if changed:
                 self._table[config.topic_name] = config
                 self._save()
-            return config
+        if changed:
+            self._changed()
+        return config
 
     def ensure(self, topic: str, queues: int, perm: int = Perm.READ | Perm.WRITE,
                sys_flag: int = 0) -> TopicConfig:
@@ -183,6 +199,19 @@ class TopicManager:
             return self.put(replace(base, topic_name=topic, read_queue_nums=queues,
                                     write_queue_nums=queues, perm=base.perm & ~Perm.INHERIT,
                                     topic_sys_flag=sys_flag, order=False))
+
+    def replace_all(self, configs: list[TopicConfig], version: Mapping[str, Any] | None) -> bool:
+        """A slave takes its master's table whole (its own system topics kept); True
+        when something changed."""
+        with self._lock:
+            table = dict(self._system)
+            table.update({c.topic_name: c for c in configs if c.topic_name not in self._system})
+            if table == self._table:
+                return False
+            self._table = table
+            self._save()
+        self._changed()
+        return True
 
     def snapshot_json(self) -> dict[str, Any]:
         with self._lock:

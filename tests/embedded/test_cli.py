@@ -24,7 +24,7 @@ def test_help_lists_the_options(capsys: pytest.CaptureFixture[str]) -> None:
     out = capsys.readouterr().out
     for option in ("--brokers", "--data-dir", "--namesrv-port", "--host", "--topic", "--default-queues",
                    "--flush", "--acl", "--transaction-timeout-ms", "--transaction-check-interval-ms",
-                   "--transaction-check-max"):
+                   "--transaction-check-max", "--slaves", "--join", "--broker-name", "--broker-id", "--master"):
         assert option in out
     for apache_name in ("transactionTimeOut", "transactionCheckInterval", "transactionCheckMax"):
         assert apache_name in out
@@ -33,7 +33,11 @@ def test_help_lists_the_options(capsys: pytest.CaptureFixture[str]) -> None:
 @pytest.mark.parametrize("argv,needle", [
     (["--topic", "bad name:2"], "bad topic"),
     (["--topic", "ok:zero"], "bad queue count"),
-    (["--brokers", "0"], "integer >= 1"),
+    (["--brokers", "-1"], "integer >= 0"),
+    (["--slaves", "-1"], "integer >= 0"),
+    (["--broker-id", "-1"], "integer >= 0"),
+    (["--broker-id", "1"], "go with --join"),
+    (["--join", "127.0.0.1:1", "--slaves", "1"], "--join runs one broker"),
     (["--flush", "maybe"], "invalid choice"),
     (["--namesrv-port", "70000"], "bad port"),
     (["--transaction-check-interval-ms", "0"], "integer >= 1"),
@@ -83,6 +87,25 @@ def test_topics_and_brokers_from_the_command_line(tmp_path: Path) -> None:
                 assert [(q.broker_name, q.read_queue_nums) for q in route.queue_datas] == \
                     [("broker-a", n), ("broker-b", n)]
         assert (tmp_path / "d" / "broker-b" / "commitlog").is_dir()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(20) == 0
+
+
+def test_slaves_from_the_command_line(tmp_path: Path) -> None:
+    proc, ns = start_broker(tmp_path / "d", tmp_path / "log", "--slaves", "1", "--topic", "s:1",
+                            "--slave-sync-interval-ms", "200")
+    try:
+        with Wire(ns) as w:
+            route = decode_route(w.request(req(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "s"})).body)
+        [broker] = route.broker_datas
+        assert sorted(broker.broker_addrs) == [0, 1]
+        with Wire(broker.broker_addrs[0]) as m:
+            assert send_msg(m, "s", b"copied").code == 0
+        with Wire(broker.broker_addrs[1]) as slave:
+            assert wait_for(lambda: max_offset(slave, "s", 0) == 1, 10)
+            assert send_msg(slave, "s", b"refused").code == 14
+        assert (tmp_path / "d" / "broker-a-1" / "commitlog").is_dir()
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(20) == 0

@@ -1,9 +1,11 @@
-"""A real Apache RocketMQ cluster with a slave whose master the tests kill and restart.
+"""A cluster with a slave whose master the tests kill (SIGKILL) and restart.
 
-``ROCKETMQ_APACHE_DIR`` names the directory of a cluster started by ``scripts/apache-cluster
-start VERSION --dir DIR`` (``broker-a`` master + slave, ``broker-b`` master). Without it the
-tests here are deselected (tests/conftest.py): the embedded cluster has no slaves yet.
-``.ci/run`` runs them against each Apache release it starts."""
+``ROCKETMQ_APACHE_DIR`` names the directory of a real Apache cluster started by
+``scripts/apache-cluster start VERSION --dir DIR`` (``broker-a`` master + slave, ``broker-b``
+master); ``.ci/run`` runs these tests against each Apache release it starts. Without it
+(and without ``ROCKETMQ_NAMESRV``) the same three brokers are embedded ones, each a process
+of its own (``rocketmq-spark broker --join``, tests/joined.py) registered with a NameServer
+in the test process, so the master can be killed and restarted on its directory alone."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ import pytest
 from rocketmq_spark.client import ClientConfig, MQClient
 from rocketmq_spark.errors import RocketMQError
 from rocketmq_spark.remoting.route import MessageQueue
+from tests.joined import JoinedBroker
 
 MASTER, SLAVE = "broker-a-0", "broker-a-1"
 
@@ -110,10 +113,51 @@ def _slave_knows(admin: MQClient, address: str, queue: MessageQueue) -> bool:
     return answer.code != ResponseCode.TOPIC_NOT_EXIST
 
 
+class EmbeddedReplicated(Replicated):
+    """The same three brokers embedded, each a process of its own (tests/joined.py)."""
+
+    def __init__(self, directory: Path, namesrv: str, admin: MQClient, nodes: dict[str, JoinedBroker]) -> None:
+        super().__init__(directory, namesrv, admin)
+        self.nodes = nodes
+
+    def node_address(self, node: str) -> str:
+        return self.nodes[node].addr
+
+    def kill_master(self) -> None:
+        self.nodes[MASTER].kill()
+
+    def restart_master(self) -> None:
+        self.nodes[MASTER].start()
+
+    def master_running(self) -> bool:
+        return self.nodes[MASTER].running()
+
+
+def _embedded(directory: Path) -> Iterator[Replicated]:
+    from rocketmq_spark.embedded import EmbeddedCluster
+
+    sync = ("--slave-sync-interval-ms", "500")
+    with EmbeddedCluster(directory / "namesrv", brokers=0, namesrv_port=0) as ns:
+        nodes = {node: JoinedBroker(ns.namesrv_addr, name, broker_id, directory / node, sync)
+                 for node, name, broker_id in ((MASTER, "broker-a", 0), (SLAVE, "broker-a", 1),
+                                               ("broker-b-0", "broker-b", 0))}
+        admin = MQClient(ClientConfig.parse(ns.namesrv_addr, request_timeout=10.0))
+        try:
+            for node in nodes.values():
+                node.start()
+            yield EmbeddedReplicated(directory, ns.namesrv_addr, admin, nodes)
+        finally:
+            admin.close()
+            for node in nodes.values():
+                node.stop()
+
+
 @pytest.fixture(scope="session")
-def replicated() -> Iterator[Replicated]:
+def replicated(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Replicated]:
     directory = os.environ.get("ROCKETMQ_APACHE_DIR")
-    assert directory, "tests/conftest.py deselects these tests without ROCKETMQ_APACHE_DIR"
+    if not directory:
+        yield from _embedded(tmp_path_factory.mktemp("failover"))
+        return
     from tests.apache.cluster import ClusterState
 
     state = ClusterState.load(Path(directory).resolve())

@@ -1,7 +1,8 @@
 """A broker master killed (kill -9) while the sidecar reads a range from it: the read goes
 on from its slave at the offset it reached, every row once and as sent; offsets for a
 concurrent consumer come from the slave meanwhile; once the master is back, reads and
-offsets go to it again (a real Apache cluster, ``ROCKETMQ_APACHE_DIR``)."""
+offsets go to it again (a real Apache cluster with ``ROCKETMQ_APACHE_DIR``, embedded brokers of
+their own processes without it: conftest.py)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The sink while broker-a's master is away (a real Apache cluster, ``ROCKETMQ_APACHE_DIR``):
+"""The sink while broker-a's master is away (conftest.py: a real Apache cluster or embedded brokers):
 unkeyed rows go to the live broker; a keyed row whose queue is broker-a's waits for it
 within ``brokerUnavailableTimeoutMs`` and then fails naming the broker, the queue and the
 option; rows that wait while the master restarts are stored once, in their key's order.

@@ -1,4 +1,4 @@
-"""The run of the broker-failover issue, on a real Apache cluster (``ROCKETMQ_APACHE_DIR``):
+"""The run of the broker-failover issue (conftest.py: a real Apache cluster or embedded brokers):
 messages on a topic of ``broker-a`` (master + slave), an orderly and a concurrent query
 reading them, the master killed with kill -9 once both have read some, restarted later.
 Neither query fails; the concurrent one reads on from the slave while the master is away;
@@ -23,7 +23,7 @@ pytestmark = pytest.mark.needs_replicas("kills and restarts the master of broker
 
 N, QUEUES = 8_000, 4
 FIRST = 1_000            # sent before the queries start (on pyspark < 4.2 their first batch reads it whole)
-PER_TRIGGER = 200
+PER_TRIGGER = 500
 
 
 class Collected:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Callable, Mapping, Optional, TypeVar
 
-from rocketmq_spark.embedded.processors import admin, consumer, pull, send, transaction
+from rocketmq_spark.embedded.processors import admin, consumer, pull, replicate, send, transaction
 from rocketmq_spark.embedded.processors.base import BrokerContext, Call, Handler, Refuse, Served
 from rocketmq_spark.embedded.store import StoreError
 from rocketmq_spark.errors import RemoteProtocolError
@@ -48,6 +48,9 @@ HANDLERS: dict[int, Handler] = {
     R.UPDATE_AND_CREATE_TOPIC: admin.handle_create_topic,
     R.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: admin.handle_create_subscription_group,
     R.GET_ALL_TOPIC_CONFIG: admin.handle_all_topic_config,
+    R.GET_ALL_CONSUMER_OFFSET: admin.handle_all_consumer_offset,
+    R.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: admin.handle_all_subscription_groups,
+    replicate.REPLICATE_COMMIT_LOG: replicate.handle_replicate,
     R.GET_BROKER_RUNTIME_INFO: admin.handle_runtime_info,
     R.GET_TOPIC_STATS_INFO: admin.handle_topic_stats,
     R.GET_CONSUMER_CONNECTION_LIST: admin.handle_consumer_connections,

@@ -93,6 +93,16 @@ def handle_all_topic_config(broker: BrokerContext, call: Call) -> RemotingComman
     return call.answer(ResponseCode.SUCCESS, ext={}, body=dumps(broker.topics.snapshot_json()))
 
 
+def handle_all_consumer_offset(broker: BrokerContext, call: Call) -> RemotingCommand:
+    return call.answer(ResponseCode.SUCCESS, ext={}, body=dumps(broker.offsets.snapshot_json()))
+
+
+def handle_all_subscription_groups(broker: BrokerContext, call: Call) -> RemotingCommand:
+    table = {name: broker.groups.get(name) for name in broker.groups.names()}
+    return call.answer(ResponseCode.SUCCESS, ext={}, body=dumps(
+        {"subscriptionGroupTable": {n: g.to_json() for n, g in table.items() if g is not None}}))
+
+
 def _mq_key(mq: MessageQueue) -> str:
     return dumps(mq.to_json()).decode()
 

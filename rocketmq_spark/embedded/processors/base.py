@@ -29,6 +29,7 @@ if TYPE_CHECKING:  # types only; none of these modules imports the processors
     from rocketmq_spark.embedded.locks import RebalanceLockManager
     from rocketmq_spark.embedded.long_poll import PullHoldService
     from rocketmq_spark.embedded.offsets import ConsumerOffsetManager
+    from rocketmq_spark.embedded.processors.replicate import CommitLogWaiters
     from rocketmq_spark.embedded.schedule import ScheduleService
     from rocketmq_spark.embedded.timer import TimerService
     from rocketmq_spark.embedded.server import Connection
@@ -101,6 +102,15 @@ class BrokerContext(Served, Protocol):
 
     @property
     def clock(self) -> Clock: ...
+
+    @property
+    def broker_id(self) -> int: ...                   # 0 a master, 1.. a slave
+
+    @property
+    def is_slave(self) -> bool: ...
+
+    @property
+    def replication_waiters(self) -> CommitLogWaiters: ...
 
     @property
     def boot_ms(self) -> int: ...

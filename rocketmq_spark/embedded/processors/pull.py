@@ -151,7 +151,7 @@ def execute_pull(broker: BrokerContext, call: Call, h: PullMessageRequestHeader,
                                        time.monotonic() + min(max(h.suspend_timeout_millis, 0), MAX_HOLD_MS) / 1000,
                                        accept, again, call.conn.id))
         response = None
-    if allow_suspend and h.sys_flag & PullSysFlag.COMMIT_OFFSET:
+    if allow_suspend and h.sys_flag & PullSysFlag.COMMIT_OFFSET and not broker.is_slave:  # as Apache's slaves
         broker.offsets.commit(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
     return response
 
@@ -217,7 +217,7 @@ def answer_plain_pull(broker: BrokerContext, conn: "Connection", frame: bytes) -
         return False                       # to be held: the general path parks it
     broker.groups.find_or_create(group)
     broker.stats.on_pull(group, topic, result.count, (time.monotonic() - started) * 1000)
-    if sys_flag & PullSysFlag.COMMIT_OFFSET:
+    if sys_flag & PullSysFlag.COMMIT_OFFSET and not broker.is_slave:
         broker.offsets.commit(group, topic, queue_id, commit_offset)
     header = _ANSWER % (code, result.next_begin_offset, result.max_offset, result.min_offset, obj["opaque"], remark)
     conn.send_frame(b"".join((_FRAME_HEAD.pack(4 + len(header) + len(result.body), len(header)),

@@ -272,6 +272,42 @@ class CommitLog(ServiceThread):
             return None
         return data if len(data) == size else None
 
+    def read_records(self, phys: int, max_bytes: int) -> bytes:
+        """Whole records from ``phys`` on, one segment's worth at most, about ``max_bytes``
+        (at least one record when there is one): what a slave is sent to copy."""
+        starts, segments = self._index
+        i = bisect.bisect_right(starts, phys) - 1
+        if i < 0 or phys < segments[0].start:
+            return b""
+        seg = segments[i]
+        data = os.pread(seg.fd, min(max_bytes, seg.end - phys), phys - seg.start) if phys < seg.end else b""
+        pos = 0
+        while pos + 4 <= len(data):
+            (size,) = _I.unpack_from(data, pos)
+            if size <= 0 or pos + size > len(data):
+                break
+            pos += size
+        if pos == 0 and len(data) >= 4:   # one record longer than max_bytes: send it whole
+            (size,) = _I.unpack_from(data, 0)
+            record = self.read(phys, size) if size > 0 else None
+            return record or b""
+        return data[:pos]
+
+    def start_at(self, offset: int) -> None:
+        """An empty log starts at ``offset`` instead of 0 (a new slave of a master whose
+        older segments are gone)."""
+        starts, segments = self._index
+        if len(segments) != 1 or segments[0].size or segments[0].start == offset:
+            raise ValueError(f"the commit log is not empty (it ends at {self.max_offset})")
+        old = segments[0]
+        os.close(old.fd)
+        old.path.unlink()
+        seg = self._open_new(offset)
+        self._index = ([seg.start], [seg])
+        with self._cond:
+            self._written = self._flushed = offset
+        fsync_dir(self.directory)
+
     def read_record_at(self, phys: int) -> bytes | None:
         """The whole record that starts exactly at ``phys``, or None."""
         head = self.read(phys, _HEAD.size)

@@ -37,7 +37,7 @@ from typing import Callable, Iterable, Sequence
 
 from rocketmq_spark.embedded.clock import Clock
 from rocketmq_spark.embedded.store.commitlog import (DEFAULT_SEGMENT_SIZE, CommitLog,
-                                                     DurableCallback, RecordInfo)
+                                                     DurableCallback, RecordInfo, parse_record)
 from rocketmq_spark.embedded.store.consumequeue import ConsumeQueue
 from rocketmq_spark.remoting.codes import DELAY_LEVELS_MS, SCHEDULE_TOPIC, MessageSysFlag
 from rocketmq_spark.remoting.message import (HostPort, MessageExt, encode_message, encode_properties,
@@ -271,6 +271,51 @@ class MessageStore:
                 except Exception:
                     log.exception("store: arrival listener failed")
         return PutResult(tuple(stored), end, now)
+
+    def put_replicated(self, data: bytes, base: int) -> int:
+        """Append records copied from a master's commit log at ``base`` (which must be
+        where this log ends) and dispatch them to the consume queues as recovery does;
+        returns the new end. Offsets are the master's: each record keeps the queue offset
+        and commit-log offset it was stored with."""
+        records: list[RecordInfo] = []
+        pos = 0
+        while pos < len(data):
+            info = parse_record(data, pos, base)       # BadRecord if the copy is damaged
+            records.append(info)
+            pos += info.size
+        grown: dict[tuple[str, int], list[int]] = {}
+        with self._lock:
+            if self.commitlog.max_offset != base:
+                if self.commitlog.max_offset == 0 and self.commitlog.min_offset == 0 and base > 0:
+                    self.commitlog.start_at(base)
+                else:
+                    raise ValueError(f"copy starts at {base}, the commit log ends at {self.commitlog.max_offset}")
+            for info in records:
+                start = info.phys - base
+                self.commitlog.append(bytearray(data[start:start + info.size]))
+                self._last_ts = max(self._last_ts, info.store_timestamp)
+                if not indexed(info.sys_flag):
+                    continue
+                cq = self._queue(info.topic, info.queue_id)
+                if info.queue_offset < cq.max_offset:
+                    continue                             # already dispatched (never expected)
+                if info.queue_offset > cq.max_offset:   # the master's queue began later
+                    log.warning("store: %s queue %d: copied record has queue offset %d, this queue ends "
+                                "at %d", info.topic, info.queue_id, info.queue_offset, cq.max_offset)
+                    if cq.max_offset == 0:
+                        cq.install([(-1, 0, 0)] * info.queue_offset, array("q", [0] * info.queue_offset))
+                tag = self._tag_code(info.topic, info.queue_id, info.tags, info.store_timestamp)
+                cq.append(info.phys, info.size, tag, info.store_timestamp)
+                grown.setdefault((info.topic, info.queue_id), []).append(tag)
+            end = self.commitlog.max_offset
+        for (topic, qid), tags in grown.items():
+            max_offset = self._queues[(topic, qid)].max_offset
+            for listener in self._listeners:
+                try:
+                    listener(topic, qid, max_offset, tags)
+                except Exception:
+                    log.exception("store: arrival listener failed")
+        return end
 
     def when_durable(self, end_offset: int, callback: DurableCallback) -> None:
         self.commitlog.when_durable(end_offset, callback)
