@@ -18,7 +18,7 @@
  * handed over once by set_inflaters), called per compressed body through the C API. So the
  * build needs no zlib, LZ4 or ZSTD headers, and both paths inflate with the same code. The
  * call may let other threads run (the codecs release the GIL): the bodies decoded are held
- * (a Py_buffer, or a tuple of the parts) until the decode ends.
+ * (a Py_buffer, or a list of the parts of our own) until the decode ends.
  *
  * decode_parts(bodies, starts=None) does the same over the records of several pull bodies
  * (a list of bytes), walked here, or where `starts` says they start (per body: bytes of
@@ -272,20 +272,28 @@ static PyObject *set_inflaters(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
-/* The stored body of a compressed record, inflated by its codec: a new bytes object, or NULL
-   (no exception set) when this path leaves the record to the per-message one, which names
-   the error: no codec for its type, the codec's error, or an answer that is not bytes. */
-static PyObject *inflate_body(int32_t sys_flag, const uint8_t *body, int32_t len) {
+/* The stored body of a compressed record, inflated by its codec, into *out (a new bytes
+   object): 1. 0 (no exception set) when this path leaves the record to the per-message one,
+   which names the error: no codec for its type, the codec's error, or an answer that is not
+   bytes. -1 with the exception set for what is no codec's error (out of memory, an
+   interrupt: a signal's handler may run during the call). */
+static int inflate_body(int32_t sys_flag, const uint8_t *body, int32_t len, PyObject **out) {
     PyObject *fn = inflaters[(sys_flag & COMPRESSION_TYPE_MASK) >> 8];
-    if (!fn) return NULL;
+    if (!fn) return 0;
     Py_INCREF(fn);          /* held over the call: set_inflaters may replace it meanwhile */
     PyObject *arg = PyBytes_FromStringAndSize((const char *)body, len);
-    PyObject *out = arg ? PyObject_CallOneArg(fn, arg) : NULL;
+    PyObject *got = arg ? PyObject_CallOneArg(fn, arg) : NULL;
     Py_XDECREF(arg);
     Py_DECREF(fn);
-    if (out && !PyBytes_Check(out)) Py_CLEAR(out);
-    if (!out) PyErr_Clear();
-    return out;
+    if (got && PyBytes_Check(got)) {
+        *out = got;
+        return 1;
+    }
+    Py_XDECREF(got);
+    if (!got && (!PyErr_ExceptionMatches(PyExc_Exception) || PyErr_ExceptionMatches(PyExc_MemoryError)))
+        return -1;
+    PyErr_Clear();
+    return 0;
 }
 
 #define N_COLS 10
@@ -372,7 +380,11 @@ static int decode_into(Decoded *d, const uint8_t **recs, const uint8_t **ends, P
         /* a compressed body: the application's bytes go in the body column (inflated once the
            record is known to be whole, so a record that falls back costs no inflation) */
         PyObject *inflated = NULL;
-        if ((sys_flag & COMPRESSED) && !(inflated = inflate_body(sys_flag, body, body_len))) { ok = 0; break; }
+        if (sys_flag & COMPRESSED) {
+            int got = inflate_body(sys_flag, body, body_len, &inflated);
+            if (got < 0) { err = 1; break; }
+            if (got == 0) { ok = 0; break; }
+        }
 
         queue_id[r] = be32(rec + F_QUEUE_ID);
         queue_offset[r] = be64(rec + F_QUEUE_OFFSET);

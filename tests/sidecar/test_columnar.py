@@ -601,6 +601,32 @@ def test_the_compiled_decoder_takes_the_codecs_of_every_compression_type() -> No
         columnar._compiled.set_inflaters({0x100: "not callable"})
 
 
+def test_a_codec_s_error_falls_back_and_what_is_no_codec_s_error_is_raised() -> None:
+    data = encode_message(MessageExt(topic="t", body=zlib.compress(b"x"), sys_flag=MessageSysFlag.COMPRESSED))
+
+    def not_bytes(body: bytes) -> bytearray:
+        return bytearray(zlib.decompress(body))
+
+    def out_of_memory(body: bytes) -> bytes:
+        raise MemoryError()
+
+    def interrupted(body: bytes) -> bytes:
+        raise KeyboardInterrupt()
+
+    try:
+        columnar._compiled.set_inflaters({0: not_bytes})
+        assert columnar._compiled.decode_parts([data]) is None          # the per-message path's
+        for codec, error in ((out_of_memory, MemoryError), (interrupted, KeyboardInterrupt)):
+            columnar._compiled.set_inflaters({0: codec})
+            with pytest.raises(error):
+                columnar._compiled.decode_parts([data])
+            with pytest.raises(error):
+                columnar._compiled.encode_parts([data], None, 0, 10, -1, b"b", 10)
+    finally:
+        columnar._set_inflaters()
+    assert columnar.decode_parts([data], Window(0, 10))[0].column("body").to_pylist() == [b"x"]
+
+
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(bodies(compress=True), PLAIN_WINDOWS, st.integers(1, 5), st.lists(st.booleans(), min_size=5, max_size=5))
 def test_compressed_bodies_of_every_codec_decode_in_c_as_the_per_message_path(
