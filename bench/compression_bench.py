@@ -2,6 +2,7 @@
 
     python bench/compression_bench.py [--rows N] [--body-bytes B] [--runs R]
                                       [--name-server HOST:PORT] [--codecs none,zlib,lz4,zstd]
+                                      [--decode-only]
 
 Each run writes the same N rows of B-byte JSON bodies (orders with line items: text that
 compresses as real JSON does) with ``df.write.format("rocketmq")`` into a fresh topic once
@@ -13,6 +14,15 @@ which is what the requests carried to the brokers too. An embedded broker (two b
 async flush) runs in a subprocess unless ``--name-server`` names a cluster (lz4 and zstd
 need 5.x brokers: ``scripts/apache-cluster start 5.5.0 --dir DIR``). Prints a table and
 each codec's write rows/s, read rows/s and bytes stored as ratios to ``none``.
+
+``--decode-only`` measures the sidecar's decoder alone, in this process, no cluster: the
+same rows stored as a Java producer of each codec stores them (sysFlag type bits), cut into
+pull bodies of 32 records, turned into Arrow IPC messages as the shared-memory reader does
+(``BodyBatcher(encoded=True)``), by the compiled decoder inflating compressed bodies itself
+and, alternating with it, by the path compressed bodies took before it did (the compiled
+decoder given no codecs hands a batch with a compressed body to the per-message decoder).
+Prints rows and MB of bodies decoded per CPU second of this process (a shared machine's
+other work left out) per codec and path, and the bytes the pull bodies hold.
 """
 
 from __future__ import annotations
@@ -24,6 +34,7 @@ import os
 import statistics
 import sys
 import tempfile
+import time
 import uuid
 from typing import Any
 
@@ -75,6 +86,75 @@ def read_back(spark: Any, ns: str, topic: str) -> tuple[float, list[bytes]]:
     return t.seconds, [bytes(r.body) for r in rows]
 
 
+def stored_pulls(bodies: list[bytes], codec: str) -> list[bytes]:
+    """Pull bodies (32 records each) of rows with ``bodies`` stored with ``codec`` as a 5.x
+    Java producer stores them (sysFlag type bits; ``none``: as sent)."""
+    from rocketmq_spark.remoting.codes import MessageSysFlag
+    from rocketmq_spark.remoting.compression import DEFLATE, Compression
+    from rocketmq_spark.remoting.message import HostPort, MessageExt, encode_message
+
+    how = Compression(codec, 0)
+    flag = 0 if codec == "none" else MessageSysFlag.COMPRESSED | DEFLATE[codec][0]
+    records = []
+    for i, body in enumerate(bodies):
+        records.append(encode_message(MessageExt(
+            topic="orders", body=body if codec == "none" else how.deflate(body), sys_flag=flag,
+            queue_offset=i, commit_log_offset=i * 10_000, born_timestamp=1_700_000_000_000 + i,
+            store_timestamp=1_700_000_000_100 + i, born_host=HostPort("10.0.0.7", 53211),
+            store_host=HostPort("10.0.0.1", 10911),
+            properties={"UNIQ_KEY": f"0A00000700002A9F0000{i:012X}", "WAIT": "true"})))
+    return [b"".join(records[k:k + 32]) for k in range(0, len(records), 32)]
+
+
+def decode_only(rows: int, size: int, runs: int, codecs: list[str]) -> int:
+    from rocketmq_spark.remoting.compression import INFLATE
+    from rocketmq_spark.sidecar import columnar
+
+    if columnar._compiled is None or not columnar._INFLATES:
+        print("the compiled decoder (with set_inflaters) is not built: pip install .")
+        return 1
+    codecs_on = {bits: fn for bits, (_, fn) in INFLATE.items()}
+    window = columnar.Window(0, rows, broker="broker-a")
+    bodies = [json_body(i, size) for i in range(rows)]
+    pulls = {c: stored_pulls(bodies, c) for c in codecs}
+    raw = sum(len(b) for b in bodies)
+    paths = {"compiled (inflates in C)": codecs_on, "before (per-message)": {}}
+    rate: dict[tuple[str, str], list[float]] = {}
+
+    def read(codec: str) -> int:
+        got = 0
+        for item in columnar.BodyBatcher(window, max_rows=4096, encoded=True).batches(pulls[codec]):
+            got += item.num_rows
+        assert got == rows
+        return got
+
+    try:
+        for table_ in paths.values():          # warm-up of each path: codecs imported, caches in
+            columnar._compiled.set_inflaters(table_)
+            for codec in codecs:
+                read(codec)
+        for _ in range(runs):
+            for codec in codecs:
+                for path, table_ in paths.items():
+                    if codec == "none" and path != next(iter(paths)):
+                        continue                           # the same path either way
+                    columnar._compiled.set_inflaters(table_)
+                    # CPU seconds of this process, not wall time: a shared machine's other
+                    # work does not count (the decode runs in this one thread)
+                    began = time.process_time()
+                    read(codec)
+                    rate.setdefault((codec, path), []).append(rows / (time.process_time() - began))
+    finally:
+        columnar._compiled.set_inflaters(codecs_on)
+    out = [{"codec": c, "path": p, "rows per CPU s (median)": statistics.median(v),
+            "MB of bodies per CPU s": statistics.median(v) * raw / rows / 1e6,
+            "MB in pull bodies": sum(len(b) for b in pulls[c]) / 1e6} for (c, p), v in rate.items()]
+    print(f"decoder only: {rows} rows of {size} B JSON ({raw / 1e6:.1f} MB of bodies), {runs} runs, "
+          f"BodyBatcher(max_rows=4096, encoded=True) over pull bodies of 32 records")
+    print(table(out))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--rows", type=int, default=20_000)
@@ -82,10 +162,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--codecs", default="none,zlib,lz4,zstd")
     p.add_argument("--name-server", help="a running cluster's NameServer (default: an embedded broker)")
+    p.add_argument("--decode-only", action="store_true",
+                   help="time the sidecar's decoder alone, compiled vs the per-message path (no cluster)")
     args = p.parse_args(argv)
     codecs = [c.strip() for c in args.codecs.split(",") if c.strip()]
     if "none" not in codecs:
         codecs.insert(0, "none")
+    if args.decode_only:
+        return decode_only(args.rows, args.body_bytes, args.runs, codecs)
     sidecar_dir = tempfile.mkdtemp(prefix="rmq-compress-bench-sc-")
     os.chmod(sidecar_dir, 0o700)
     os.environ["ROCKETMQ_SPARK_SIDECAR_DIR"] = sidecar_dir

@@ -10,6 +10,7 @@ come from the ``lz4`` and ``zstandard`` packages, imported on first use.
 
 from __future__ import annotations
 
+import threading
 import zlib
 from dataclasses import dataclass
 from typing import Callable
@@ -24,10 +25,18 @@ def _lz4_inflate(data: bytes) -> bytes:
     return lz4.frame.decompress(data)
 
 
-def _zstd_inflate(data: bytes) -> bytes:
-    import zstandard
+_local = threading.local()   # a decompressor is not for two threads at once
 
-    out = zstandard.ZstdDecompressor().decompressobj()
+
+def _zstd_inflate(data: bytes) -> bytes:
+    # one ZstdDecompressor per thread: making one costs more than inflating an 8 KiB body.
+    # A frame without its content size (Java's) is read as a stream.
+    dctx = getattr(_local, "zstd", None)
+    if dctx is None:
+        import zstandard
+
+        dctx = _local.zstd = zstandard.ZstdDecompressor()
+    out = dctx.decompressobj()
     return out.decompress(data) + out.flush()
 
 

@@ -6,10 +6,19 @@
  * fixed-width values (queue id and offset, timestamps in microseconds, reconsume times),
  * and offsets + bytes for the variable ones (topic, body, msg id, tags, keys, hosts, the
  * property map's names and values). Python wraps them with pa.Array.from_buffers. Any
- * record this path does not cover (magic V2, IPv6 hosts, a compressed body, sizes that do
- * not add up, a property name given twice) makes it return None: the caller then uses the
- * numpy path, whose per-message fallback gives damaged data its precise error. Text is not
- * checked for UTF-8 here; the caller validates the string arrays.
+ * record this path does not cover (magic V2, IPv6 hosts, sizes that do not add up, a
+ * property name given twice, a compressed body its codec does not inflate) makes it return
+ * None: the caller then uses the numpy path, whose per-message fallback gives damaged data
+ * its precise error. Text is not checked for UTF-8 here; the caller validates the string
+ * arrays.
+ *
+ * Compressed bodies (sysFlag bit 0; from 5.x the codec in bits 8-10, 0 from a 4.x producer
+ * meaning zlib) are inflated here, the rest of their record decoded like any other: the
+ * codecs are the Python ones the per-message path uses (remoting/compression.py INFLATE,
+ * handed over once by set_inflaters), called per compressed body through the C API. So the
+ * build needs no zlib, LZ4 or ZSTD headers, and both paths inflate with the same code. The
+ * call may let other threads run (the codecs release the GIL): the bodies decoded are held
+ * (a Py_buffer, or a list of the parts of our own) until the decode ends.
  *
  * decode_parts(bodies, starts=None) does the same over the records of several pull bodies
  * (a list of bytes), walked here, or where `starts` says they start (per body: bytes of
@@ -33,7 +42,10 @@
 #include <string.h>
 
 #define MAGIC_V1 ((int32_t)0xDAA320A7)
-#define SLOW_FLAGS (0x10 | 0x20 | 0x1) /* born host v6, store host v6, compressed */
+#define SLOW_FLAGS (0x10 | 0x20) /* born host v6, store host v6 */
+#define COMPRESSED 0x1
+#define COMPRESSION_TYPE_MASK 0x700  /* 5.x: LZ4 0x100, ZSTD 0x200, ZLIB 0x300; 0: zlib (4.x) */
+#define COMPRESSION_TYPES 8
 #define F_MAGIC 4
 #define F_QUEUE_ID 12
 #define F_QUEUE_OFFSET 20
@@ -231,6 +243,59 @@ static const Prop *find(const Prop *props, int n, const char *name) {
     return NULL;
 }
 
+/* ------------------------------------------------------------------ compressed bodies */
+
+/* The codec of each compression type (sysFlag bits 8-10, shifted down): a callable taking the
+   stored body (bytes) and returning it inflated (bytes), or NULL where none was set. */
+static PyObject *inflaters[COMPRESSION_TYPES];
+
+/* set_inflaters({type bits: callable}): the codecs, replacing those set before (keys are
+   sysFlag & COMPRESSION_TYPE_MASK values). */
+static PyObject *set_inflaters(PyObject *self, PyObject *args) {
+    PyObject *table, *key, *value;
+    if (!PyArg_ParseTuple(args, "O!", &PyDict_Type, &table)) return NULL;
+    PyObject *fresh[COMPRESSION_TYPES] = {NULL};
+    Py_ssize_t at = 0;
+    while (PyDict_Next(table, &at, &key, &value)) {
+        long bits = PyLong_Check(key) ? PyLong_AsLong(key) : -1;
+        if (bits == -1 && PyErr_Occurred()) PyErr_Clear();
+        if (bits < 0 || (bits & ~(long)COMPRESSION_TYPE_MASK) || !PyCallable_Check(value)) {
+            PyErr_Format(PyExc_ValueError, "set_inflaters takes {sysFlag compression type bits "
+                         "(0, 0x100 ... 0x700): callable}, got %R: %R", key, value);
+            for (int i = 0; i < COMPRESSION_TYPES; i++) Py_XDECREF(fresh[i]);
+            return NULL;
+        }
+        Py_INCREF(value);
+        Py_XSETREF(fresh[bits >> 8], value);
+    }
+    for (int i = 0; i < COMPRESSION_TYPES; i++) Py_XSETREF(inflaters[i], fresh[i]);
+    Py_RETURN_NONE;
+}
+
+/* The stored body of a compressed record, inflated by its codec, into *out (a new bytes
+   object): 1. 0 (no exception set) when this path leaves the record to the per-message one,
+   which names the error: no codec for its type, the codec's error, or an answer that is not
+   bytes. -1 with the exception set for what is no codec's error (out of memory, an
+   interrupt: a signal's handler may run during the call). */
+static int inflate_body(int32_t sys_flag, const uint8_t *body, int32_t len, PyObject **out) {
+    PyObject *fn = inflaters[(sys_flag & COMPRESSION_TYPE_MASK) >> 8];
+    if (!fn) return 0;
+    Py_INCREF(fn);          /* held over the call: set_inflaters may replace it meanwhile */
+    PyObject *arg = PyBytes_FromStringAndSize((const char *)body, len);
+    PyObject *got = arg ? PyObject_CallOneArg(fn, arg) : NULL;
+    Py_XDECREF(arg);
+    Py_DECREF(fn);
+    if (got && PyBytes_Check(got)) {
+        *out = got;
+        return 1;
+    }
+    Py_XDECREF(got);
+    if (!got && (!PyErr_ExceptionMatches(PyExc_Exception) || PyErr_ExceptionMatches(PyExc_MemoryError)))
+        return -1;
+    PyErr_Clear();
+    return 0;
+}
+
 #define N_COLS 10
 enum { C_TOPIC, C_BODY, C_MSGID, C_OFFID, C_TAGS, C_KEYS, C_BORN, C_STORE, C_PNAME, C_PVALUE };
 
@@ -298,8 +363,9 @@ static int decode_into(Decoded *d, const uint8_t **recs, const uint8_t **ends, P
             prefetch_record(recs[r + PREFETCH_RECORDS], ends[r + PREFETCH_RECORDS]);
         const uint8_t *rec = recs[r];
         const uint8_t *end = ends[r];
-        if (end - rec < MIN_RECORD || be32(rec) != end - rec || be32(rec + F_MAGIC) != MAGIC_V1
-            || (be32(rec + F_SYS_FLAG) & SLOW_FLAGS)) { ok = 0; break; }
+        if (end - rec < MIN_RECORD || be32(rec) != end - rec || be32(rec + F_MAGIC) != MAGIC_V1) { ok = 0; break; }
+        int32_t sys_flag = be32(rec + F_SYS_FLAG);
+        if (sys_flag & SLOW_FLAGS) { ok = 0; break; }
         int32_t body_len = be32(rec + F_BODY_LEN);
         const uint8_t *body = rec + F_BODY;
         if (body_len < 0 || body + body_len + 3 > end) { ok = 0; break; }
@@ -311,6 +377,14 @@ static int decode_into(Decoded *d, const uint8_t **recs, const uint8_t **ends, P
         if (props_len < 0 || pp + 2 + props_len != end) { ok = 0; break; }
         int nprops = split_props(pp + 2, props_len, props);
         if (nprops < 0) { ok = 0; break; }
+        /* a compressed body: the application's bytes go in the body column (inflated once the
+           record is known to be whole, so a record that falls back costs no inflation) */
+        PyObject *inflated = NULL;
+        if (sys_flag & COMPRESSED) {
+            int got = inflate_body(sys_flag, body, body_len, &inflated);
+            if (got < 0) { err = 1; break; }
+            if (got == 0) { ok = 0; break; }
+        }
 
         queue_id[r] = be32(rec + F_QUEUE_ID);
         queue_offset[r] = be64(rec + F_QUEUE_OFFSET);
@@ -324,7 +398,12 @@ static int decode_into(Decoded *d, const uint8_t **recs, const uint8_t **ends, P
         const Prop *keys = find(props, nprops, "KEYS");
         int rcs[10 + 2 * MAX_PROPS], nrc = 0;
         rcs[nrc++] = col_put(&cols[C_TOPIC], r, tp + 1, topic_len);
-        rcs[nrc++] = col_put(&cols[C_BODY], r, body, body_len);
+        if (inflated) {
+            rcs[nrc++] = col_put(&cols[C_BODY], r, PyBytes_AS_STRING(inflated), PyBytes_GET_SIZE(inflated));
+            Py_DECREF(inflated);
+        } else {
+            rcs[nrc++] = col_put(&cols[C_BODY], r, body, body_len);
+        }
         rcs[nrc++] = uniq ? col_put(&cols[C_MSGID], r, uniq->value, uniq->value_len)
                           : col_put(&cols[C_MSGID], r, offid, 32);
         rcs[nrc++] = col_put(&cols[C_OFFID], r, offid, 32);
@@ -528,11 +607,17 @@ static int collect(PyObject *list, PyObject *starts, const uint8_t ***recs_out, 
 static PyObject *decode_parts(PyObject *self, PyObject *args) {
     PyObject *list, *starts = Py_None;
     if (!PyArg_ParseTuple(args, "O!|O", &PyList_Type, &list, &starts)) return NULL;
+    /* a list of our own holds the bodies while a codec lets other threads run */
+    PyObject *held = PyList_GetSlice(list, 0, PY_SSIZE_T_MAX);
+    if (!held) return NULL;
     const uint8_t **recs, **ends;
     Py_ssize_t count, total;
-    if (collect(list, starts, &recs, &ends, &count, &total) < 0) return NULL;
-    PyObject *result = decode_records(recs, ends, count, total);
-    PyMem_Free(recs);
+    PyObject *result = NULL;
+    if (collect(held, starts, &recs, &ends, &count, &total) == 0) {
+        result = decode_records(recs, ends, count, total);
+        PyMem_Free(recs);
+    }
+    Py_DECREF(held);
     return result;
 }
 
@@ -755,7 +840,9 @@ static PyObject *encode_parts(PyObject *self, PyObject *args) {
     }
     const uint8_t **recs, **ends;
     Py_ssize_t count, total, kept = 0;
-    if (collect(list, starts, &recs, &ends, &count, &total) < 0) return NULL;
+    PyObject *held = PyList_GetSlice(list, 0, PY_SSIZE_T_MAX);  /* as in decode_parts */
+    if (!held) return NULL;
+    if (collect(held, starts, &recs, &ends, &count, &total) < 0) { Py_DECREF(held); return NULL; }
     PyObject *result = NULL;
     long long highest = last;
     for (Py_ssize_t r = 0; r < count; r++) {       /* the window's rows, each offset once */
@@ -791,6 +878,7 @@ static PyObject *encode_parts(PyObject *self, PyObject *args) {
     decoded_free(&d);
 done:
     PyMem_Free(recs);
+    Py_DECREF(held);
     return result;
 }
 
@@ -828,6 +916,7 @@ static PyMethodDef METHODS[] = {
     {"count_records", count_records, METH_VARARGS, "How many records a body holds (its sizes checked)."},
     {"decode_parts", decode_parts, METH_VARARGS, "decode over the records of several bodies (and their starts), or None."},
     {"set_layout", set_layout, METH_VARARGS, "The Arrow message metadata encode_parts fills in, and where its numbers go."},
+    {"set_inflaters", set_inflaters, METH_VARARGS, "The codecs of compressed bodies: {sysFlag type bits: inflate(bytes) -> bytes}."},
     {"encode_parts", encode_parts, METH_VARARGS, "A batch's kept rows as one Arrow IPC message, or None."},
     {NULL, NULL, 0, NULL},
 };

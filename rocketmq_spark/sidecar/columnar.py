@@ -12,7 +12,10 @@ The fast path covers the records every current broker stores for clients: magic 
 hosts, uncompressed bodies, well-formed properties with distinct names. A body with anything
 else (an IPv6 host, a compressed body, a topic longer than 127 bytes, odd properties, a
 damaged record) goes through the per-message decoder instead, which also gives damaged data
-its precise error.
+its precise error. The compiled decoder (``_fastcolumnar.c``) also takes compressed bodies:
+it inflates each with the codec the per-message decoder uses (``compression.INFLATE``,
+handed to it at import) and decodes the rest of the record itself; a body its codec does not
+inflate goes the per-message way, which names the codec's error.
 
 For the shared-memory files (``shm``), ``BodyBatcher(encoded=True)`` goes one step further
 where it can: the compiled decoder keeps the window's rows and writes them as a finished
@@ -42,6 +45,7 @@ import pyarrow.compute as pc
 
 from rocketmq_spark.errors import RemoteProtocolError
 from rocketmq_spark.remoting.codes import MessageSysFlag, retry_topic
+from rocketmq_spark.remoting.compression import INFLATE
 from rocketmq_spark.remoting.message import (
     MAGIC_V1, NAME_VALUE_SEP, PROP_KEYS, PROP_RETRY_TOPIC, PROP_TAGS, PROP_UNIQ_KEY, PROPERTY_SEP,
     decode_messages)
@@ -544,6 +548,19 @@ def _set_layout() -> bool:
 
 
 _ENCODER = _set_layout()
+
+
+def _set_inflaters() -> bool:
+    """Hands the compiled decoder the codecs of compressed bodies (by sysFlag type bits), the
+    per-message decoder's own; False where it predates them (compressed bodies then go the
+    per-message way)."""
+    if _compiled is None or not hasattr(_compiled, "set_inflaters"):
+        return False
+    _compiled.set_inflaters({bits: inflate for bits, (_, inflate) in INFLATE.items()})
+    return True
+
+
+_INFLATES = _set_inflaters()
 
 
 def encode_parts(parts: list[bytes | WalkedBodies], window: Window, last: int,

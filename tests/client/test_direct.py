@@ -12,16 +12,20 @@ import threading
 from contextlib import contextmanager
 from typing import Iterator
 
+import pyarrow as pa
 import pytest
 
 from rocketmq_spark.client import ClientConfig, MQClient
 from rocketmq_spark.client import direct
 from rocketmq_spark.client.acl import signature
 from rocketmq_spark.errors import BrokerError, RequestTimeout
-from rocketmq_spark.remoting.codes import RequestCode
+from rocketmq_spark.remoting.codes import MessageSysFlag, RequestCode
 from rocketmq_spark.remoting.command import RemotingCommand
-from rocketmq_spark.remoting.message import MessageExt, encode_message
+from rocketmq_spark.remoting.compression import Compression
+from rocketmq_spark.remoting.message import MessageExt, decode_messages, encode_message
 from rocketmq_spark.remoting.route import MessageQueue
+from rocketmq_spark.sidecar import columnar
+from rocketmq_spark.sidecar.arrow import messages_to_batch
 from rocketmq_spark.sidecar.columnar import _record_starts
 from rocketmq_spark.structs import PullStatus, WalkedBodies
 from tests.client.fake_server import FakeConn, FakeServer, answer, cluster_info_for, route_for
@@ -31,12 +35,29 @@ BROKER = "broker-a"
 Q = MessageQueue("T", BROKER, 1)
 
 
-def body(offset: int, n: int, big_from: int | None = None) -> bytes:
+# how bodies are stored: as sent, or compressed as a 4.x producer (sysFlag bit 0: zlib) and a
+# 5.x one (the codec's type bits too) send them
+STORED = ((None, 0), ("zlib", MessageSysFlag.COMPRESSED),
+          ("zlib", MessageSysFlag.COMPRESSED | MessageSysFlag.COMPRESSION_ZLIB),
+          ("lz4", MessageSysFlag.COMPRESSED | MessageSysFlag.COMPRESSION_LZ4),
+          ("zstd", MessageSysFlag.COMPRESSED | MessageSysFlag.COMPRESSION_ZSTD))
+
+
+def payload(i: int, big_from: int | None = None) -> bytes:
+    return b"m%d" % i + (b"x" * 3000 if big_from is not None and i >= big_from else b"")
+
+
+def body(offset: int, n: int, big_from: int | None = None, compressed: bool = False) -> bytes:
     """The stored records of messages ``offset`` to ``offset + n``; from ``big_from`` on their
-    bodies are 3,000 bytes longer."""
-    return b"".join(encode_message(MessageExt(
-        topic="T", body=b"m%d" % i + (b"x" * 3000 if big_from is not None and i >= big_from else b""),
-        queue_offset=i, queue_id=1)) for i in range(offset, offset + n))
+    bodies are 3,000 bytes longer; ``compressed``: stored with each codec in turn."""
+    out = []
+    for i in range(offset, offset + n):
+        data, sys_flag = payload(i, big_from), 0
+        codec, flag = STORED[i % len(STORED)] if compressed else (None, 0)
+        if codec is not None:
+            data, sys_flag = Compression(codec).deflate(data), flag
+        out.append(encode_message(MessageExt(topic="T", body=data, sys_flag=sys_flag, queue_offset=i, queue_id=1)))
+    return b"".join(out)
 
 
 class Broker:
@@ -44,8 +65,8 @@ class Broker:
 
     def __init__(self, hold: int = 1, refuse_at: int | None = None, short_at: int | None = None,
                  escaped_at: int | None = None, damaged_at: int | None = None,
-                 big_from: int | None = None) -> None:
-        self.hold, self.refuse_at, self.big_from = hold, refuse_at, big_from
+                 big_from: int | None = None, compressed: bool = False) -> None:
+        self.hold, self.refuse_at, self.big_from, self.compressed = hold, refuse_at, big_from, compressed
         self.short_at, self.escaped_at = short_at, escaped_at      # 2 messages; a key with an escape
         self.damaged_at = damaged_at          # a body whose last record says it is longer
         self.pulls: list[RemotingCommand] = []
@@ -79,7 +100,7 @@ class Broker:
                 conn.send(answer(c, 0, ext=found_ext(offset, n), remark="FOUND", body=data))
                 continue
             if offset != self.escaped_at:
-                found(conn, c, n, self.big_from)
+                found(conn, c, n, self.big_from, self.compressed)
                 continue
             # valid JSON the compiled scanner leaves to Python
             header = json.dumps({"code": 0, "extFields": found_ext(offset, n), "flag": 1,
@@ -94,10 +115,11 @@ def found_ext(offset: int, n: int) -> dict[str, str]:
             "suggestWhichBrokerId": "0"}
 
 
-def found(conn: FakeConn, cmd: RemotingCommand, n: int, big_from: int | None = None) -> None:
+def found(conn: FakeConn, cmd: RemotingCommand, n: int, big_from: int | None = None,
+          compressed: bool = False) -> None:
     """A FOUND answer to ``cmd`` with the ``n`` messages from its offset."""
     offset = int(cmd.ext["queueOffset"])
-    conn.send(answer(cmd, 0, ext=found_ext(offset, n), remark="FOUND", body=body(offset, n, big_from)))
+    conn.send(answer(cmd, 0, ext=found_ext(offset, n), remark="FOUND", body=body(offset, n, big_from, compressed)))
 
 
 def client_for(server: FakeServer, **kw) -> MQClient:  # type: ignore[no-untyped-def]
@@ -257,6 +279,29 @@ def test_a_run_stops_at_the_first_answer_it_does_not_take(case: str, resume: int
     assert got == resume
     assert _data(bodies) == [b"".join(body(o, 2 if case == "short" and o == 8 else 4) for o in delivered)]
     assert after.next_begin_offset == 28
+
+
+@pytest.mark.parametrize("big_from", [None, 0])
+def test_a_compiled_run_of_compressed_bodies_is_decoded_in_c_as_the_per_message_path(big_from: int | None) -> None:
+    """Bodies stored with every codec (4.x zlib, 5.x zlib, lz4, zstd) among plain ones: the run
+    hands them over walked and the compiled decoder inflates them itself, as the per-message
+    decoder does."""
+    broker = Broker(hold=4, compressed=True, big_from=big_from)
+    with connected(broker) as c:
+        with c.direct_puller(Q) as p:
+            bodies, resume = _run(p, 0, 32)
+    assert resume == 32
+    sent = b"".join(body(o, 4, big_from, compressed=True) for o in range(0, 32, 4))
+    assert b"".join(_data(bodies)) == sent
+    assert {m.sys_flag for m in decode_messages(sent)} == {0, 0x1, 0x301, 0x101, 0x201}
+    assert columnar._compiled.decode_parts([b.data for b in bodies], [b.starts for b in bodies]) is not None
+    window = columnar.Window(0, 32, broker=BROKER)
+    got, last = columnar.decode_parts(bodies, window)
+    assert last == 31 and got.column("body").to_pylist() == [payload(i, big_from) for i in range(32)]
+    assert got.equals(messages_to_batch(decode_messages(sent), broker=BROKER))
+    encoded = columnar.encode_parts(bodies, window, -1, max_rows=100)
+    assert encoded is not None and encoded[0] is not None
+    assert pa.ipc.read_record_batch(pa.py_buffer(encoded[0].message), columnar.SOURCE_SCHEMA).equals(got)
 
 
 class Gate(Broker):

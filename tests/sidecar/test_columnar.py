@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from rocketmq_spark.errors import RemoteProtocolError
 from rocketmq_spark.remoting.codes import MessageSysFlag, retry_topic
+from rocketmq_spark.remoting.compression import Compression
 from rocketmq_spark.remoting.message import (
     HostPort, MessageExt, decode_messages, decode_properties, encode_message)
 from rocketmq_spark.sidecar import columnar
@@ -26,6 +27,7 @@ from rocketmq_spark.sidecar.pull import PullPolicy, read_range
 from rocketmq_spark.sidecar.readahead import readahead
 from rocketmq_spark.structs import PullResult, WalkedBodies
 from tests.sidecar.fakes import Q, FakeQueue, rows
+from tests.vectors import broker_vectors
 from tests.waiting import wait_until
 
 GROUP = "g1"
@@ -34,6 +36,21 @@ IPV4 = st.builds("{}.{}.{}.{}".format, *[st.integers(0, 255)] * 4)
 HOSTS = st.one_of(st.sampled_from([HostPort("127.0.0.1", 10911), HostPort("10.1.2.3", 65535),
                                    HostPort("192.168.0.7", 1), HostPort("::1", 10911)]),
                   st.builds(HostPort, IPV4, st.integers(0, 65535)))
+
+
+# how a body is stored: as sent, zlib with bit 0 only (a 4.x producer, the C++ client), or
+# with a 5.x producer's type bits
+STORED_CODECS = ("none", "zlib-4.x", "zlib", "lz4", "zstd")
+
+
+def squeezed(body: bytes, codec: str) -> tuple[bytes, int]:
+    """(stored body, sysFlag) of ``body`` sent with ``codec`` (one of STORED_CODECS)."""
+    if codec == "none":
+        return body, 0
+    if codec == "zlib-4.x":
+        return zlib.compress(body), MessageSysFlag.COMPRESSED
+    how = Compression(codec, 0)
+    return how.deflate(body), how.sys_flag
 
 
 @st.composite
@@ -47,8 +64,8 @@ def stored(draw, offset: int, v6: bool, compress: bool) -> MessageExt:  # type: 
         props["RETRY_TOPIC"] = "orders"
     body = draw(st.binary(max_size=64))
     sys_flag = 0
-    if compress and draw(st.booleans()):
-        body, sys_flag = zlib.compress(body), MessageSysFlag.COMPRESSED
+    if compress:
+        body, sys_flag = squeezed(body, draw(st.sampled_from(STORED_CODECS)))
     hosts = HOSTS if v6 else HOSTS.filter(lambda h: not h.is_v6)
     return MessageExt(topic=topic, body=body, queue_id=draw(st.integers(0, 7)), flag=0,
                       queue_offset=offset, commit_log_offset=draw(st.integers(0, 2**40)),
@@ -508,7 +525,10 @@ def test_a_record_the_encoder_cannot_read_goes_to_the_path_that_names_the_damage
 def test_the_batcher_encodes_where_it_can_and_builds_batches_where_it_cannot() -> None:
     msgs = [MessageExt(topic="t", body=b"b%d" % i, queue_offset=i, properties={"K": "v", "UNIQ_KEY": "U%d" % i})
             for i in range(100)]
-    msgs[45] = replace(msgs[45], body=zlib.compress(b"b45"), sys_flag=MessageSysFlag.COMPRESSED)
+    msgs[45] = replace(msgs[45], born_host=HostPort("::1", 10911))          # not for the compiled path
+    for i, codec in zip((12, 13, 14, 15), STORED_CODECS[1:]):                # compressed bodies are
+        body, sys_flag = squeezed(b"b%d" % i, codec)
+        msgs[i] = replace(msgs[i], body=body, sys_flag=sys_flag)
     pulls = [b"".join(encode_message(m) for m in msgs[i:i + 10]) for i in range(0, 100, 10)]
     window = Window(3, 97, broker="broker-a")
     items = list(BodyBatcher(window, max_rows=20, encoded=True).batches(pulls))
@@ -517,6 +537,7 @@ def test_the_batcher_encodes_where_it_can_and_builds_batches_where_it_cannot() -
     got = pa.Table.from_batches([from_message(i) if isinstance(i, columnar.Encoded) else i for i in items])
     want = pa.Table.from_batches(list(BodyBatcher(window, max_rows=20).batches(pulls)))
     assert got.equals(want) and got.column("queue_offset").to_pylist() == list(range(3, 97))
+    assert got.column("body").to_pylist()[9:13] == [b"b12", b"b13", b"b14", b"b15"]
 
 
 def test_a_layout_of_another_schema_is_refused() -> None:
@@ -570,6 +591,115 @@ def test_fields_of_every_short_length_are_copied_whole() -> None:
     assert same(from_message(encoded[0]), got)
 
 
+# ------------------------------------------------------------------ compressed bodies in C
+
+def test_the_compiled_decoder_takes_the_codecs_of_every_compression_type() -> None:
+    assert columnar._INFLATES, "the compiled decoder predates set_inflaters: rebuild it"
+    with pytest.raises(ValueError, match="compression type bits"):
+        columnar._compiled.set_inflaters({0x80: zlib.decompress})      # not a type of bits 8-10
+    with pytest.raises(ValueError, match="compression type bits"):
+        columnar._compiled.set_inflaters({0x100: "not callable"})
+
+
+def test_a_codec_s_error_falls_back_and_what_is_no_codec_s_error_is_raised() -> None:
+    data = encode_message(MessageExt(topic="t", body=zlib.compress(b"x"), sys_flag=MessageSysFlag.COMPRESSED))
+
+    def not_bytes(body: bytes) -> bytearray:
+        return bytearray(zlib.decompress(body))
+
+    def out_of_memory(body: bytes) -> bytes:
+        raise MemoryError()
+
+    def interrupted(body: bytes) -> bytes:
+        raise KeyboardInterrupt()
+
+    try:
+        columnar._compiled.set_inflaters({0: not_bytes})
+        assert columnar._compiled.decode_parts([data]) is None          # the per-message path's
+        for codec, error in ((out_of_memory, MemoryError), (interrupted, KeyboardInterrupt)):
+            columnar._compiled.set_inflaters({0: codec})
+            with pytest.raises(error):
+                columnar._compiled.decode_parts([data])
+            with pytest.raises(error):
+                columnar._compiled.encode_parts([data], None, 0, 10, -1, b"b", 10)
+    finally:
+        columnar._set_inflaters()
+    assert columnar.decode_parts([data], Window(0, 10))[0].column("body").to_pylist() == [b"x"]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(bodies(compress=True), PLAIN_WINDOWS, st.integers(1, 5), st.lists(st.booleans(), min_size=5, max_size=5))
+def test_compressed_bodies_of_every_codec_decode_in_c_as_the_per_message_path(
+        messages: list[MessageExt], window: Window, parts: int, noted: list[bool]) -> None:
+    encoded = [encode_message(m) for m in messages]
+    cut = max(1, len(encoded) // parts)
+    pieces = [b"".join(encoded[i:i + cut]) for i in range(0, len(encoded), cut)]
+    mixed = [walked(b) if noted[i % 5] else b for i, b in enumerate(pieces)]
+    data = b"".join(pieces)
+    # the compiled decoder reads them itself (None would hand them to the per-message path)
+    assert columnar._compiled.decode_parts(pieces) is not None
+    assert columnar._compiled.decode(data, columnar.record_starts(data)) is not None
+    want = reference(data, window)
+    got, _ = columnar.decode_parts(mixed, window)
+    assert same(got, want)
+    out = columnar.encode_parts(mixed, window, -1, max_rows=4096)
+    assert out is not None
+    assert (out[0] is None) if want.num_rows == 0 else same(from_message(out[0]), want)
+
+
+@pytest.mark.parametrize("release", ["4.9.8", "5.1.3", "5.5.0"])
+def test_a_recorded_pull_of_a_compressed_body_decodes_in_c_as_the_per_message_path(release: str) -> None:
+    """A real broker's pull answer holding the Java producer's zlib body (sysFlag bit 0)."""
+    data = bytes.fromhex(broker_vectors()[f"{release}/pull_binary_body"]["response"]["body_hex"])
+    assert [m.sys_flag & MessageSysFlag.COMPRESSED for m in decode_messages(data)] == [0, 1]
+    window = Window(0, 100, broker="broker-a")
+    assert columnar._compiled.decode_parts([data]) is not None
+    got, _ = columnar.decode_parts([data], window)
+    assert same(got, reference(data, window)) and len(got.column("body")[1].as_py()) == 9000
+    out = columnar.encode_parts([data], window, -1, max_rows=10)
+    assert out is not None and same(from_message(out[0]), got)
+
+
+@pytest.mark.parametrize("sys_flag, body, error", [
+    (MessageSysFlag.COMPRESSED | MessageSysFlag.COMPRESSION_LZ4, b"not a frame", "a lz4 compressed body does not inflate"),
+    (MessageSysFlag.COMPRESSED | MessageSysFlag.COMPRESSION_ZSTD, b"not a frame", "a zstd compressed body does not inflate"),
+    (MessageSysFlag.COMPRESSED, zlib.compress(b"cut short")[:-3], "a zlib compressed body does not inflate"),
+    (MessageSysFlag.COMPRESSED | 0x500, zlib.compress(b"x"), "unsupported compression type 0x500"),
+])
+def test_a_body_its_codec_does_not_inflate_gets_the_per_message_error_either_way(
+        sys_flag: int, body: bytes, error: str) -> None:
+    good = [encode_message(MessageExt(topic="t", body=b"b%d" % i, queue_offset=i)) for i in range(3)]
+    bad = encode_message(MessageExt(topic="t", body=body, sys_flag=sys_flag, queue_offset=3))
+    data = b"".join(good) + bad
+    assert columnar._compiled.decode_parts([data]) is None         # left to the per-message path
+    assert columnar.encode_parts([data], Window(0, 10, broker="b"), -1, 10) is None
+    with pytest.raises(RemoteProtocolError, match=error):
+        decode_messages(data)[3].payload()
+    with pytest.raises(RemoteProtocolError, match=error):
+        columnar.decode_parts([data], Window(0, 10, broker="b"))
+    with pytest.raises(RemoteProtocolError, match=error):
+        list(BodyBatcher(Window(0, 10, broker="b"), 10, encoded=True).batches([data]))
+    # the codec's state after a failure does not spoil the next body (one decompressor a thread)
+    ok = encode_message(MessageExt(topic="t", body=squeezed(b"after", "zstd")[0],
+                                   sys_flag=squeezed(b"", "zstd")[1], queue_offset=4))
+    assert columnar.decode_parts([b"".join(good) + ok], Window(0, 10))[0].column("body")[3].as_py() == b"after"
+
+
+def test_8k_json_bodies_of_every_codec_come_out_whole() -> None:
+    """Bodies as the benchmark sends them (8 KiB of JSON, past the columns' first sizes)."""
+    doc = (b'{"order_id":"ord-%09d","items":[' + b'{"sku":"SKU-00042","qty":3,"price":12.5},' * 190 + b"{}]}")
+    msgs = []
+    for i in range(40):
+        body, sys_flag = squeezed(doc % i, STORED_CODECS[i % len(STORED_CODECS)])
+        msgs.append(MessageExt(topic="orders", body=body, sys_flag=sys_flag, queue_offset=i))
+    data = b"".join(encode_message(m) for m in msgs)
+    window = Window(0, 100, broker="b")
+    got, _ = columnar.decode_parts([data], window)
+    assert got.column("body").to_pylist() == [doc % i for i in range(40)]
+    assert same(got, reference(data, window))
+    assert same(from_message(columnar.encode_parts([data], window, -1, 100)[0]), got)
+
+
 def test_the_encoder_s_template_is_the_row_pyarrow_builds_from_a_message() -> None:
     """The layout template is built from buffers (no pandas); it is the same batch as
     ``messages_to_batch`` makes of the same message, so the encoder learns the same layout."""
@@ -582,11 +712,13 @@ def test_the_encoder_s_template_is_the_row_pyarrow_builds_from_a_message() -> No
 def test_streams_encoded_at_once_on_several_threads_each_come_out_whole() -> None:
     """The sidecar encodes each stream in that stream's thread: threads encoding their own
     streams at the same time each get exactly the message one thread alone gets (long topics
-    and property values growing the columns included)."""
+    and property values growing the columns included, and compressed bodies of every codec,
+    whose codecs let other threads run)."""
     def stream(seed: int) -> list[bytes]:
         out = []
         for i in range(600):
-            m = MessageExt(topic=("t" * 127 if (i + seed) % 3 else f"topic-{seed}"), body=bytes([seed]) * (i % 97),
+            body, sys_flag = squeezed(bytes([seed]) * (i % 97), STORED_CODECS[i % len(STORED_CODECS)])
+            m = MessageExt(topic=("t" * 127 if (i + seed) % 3 else f"topic-{seed}"), body=body, sys_flag=sys_flag,
                            queue_id=seed, queue_offset=i, store_host=HostPort("10.1.2.3", 10911),
                            born_host=HostPort("127.0.0.1", 1), properties={"TAGS": "TagA", "v": "x" * (i % 300)})
             out.append(encode_message(m))
@@ -613,3 +745,4 @@ def test_streams_encoded_at_once_on_several_threads_each_come_out_whole() -> Non
     for (seed, _), message in got.items():
         assert message == alone[seed][0].message
     assert same(from_message(alone[1][0]), columnar.decode_parts(parts[1], window, -1)[0])
+    assert same(from_message(alone[1][0]), reference(b"".join(parts[1]), window))
