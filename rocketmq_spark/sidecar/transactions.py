@@ -34,6 +34,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import deque
 from typing import Callable, Iterable, Sequence
 
 from rocketmq_spark.client import MQClient
@@ -199,24 +200,26 @@ class Transactions:
         for h in halves:
             lanes.setdefault(h.queue, []).append(h)
         cursors = {q: 0 for q in lanes}
-        in_flight: list[tuple[HalfMessage, PendingCall, str]] = []
+        busy = {q: 0 for q in lanes}          # requests in flight per queue
+        addresses = {q: client.master_addr(q.topic, q.broker_name) for q in lanes}
+        in_flight: deque[tuple[HalfMessage, PendingCall, str]] = deque()
         done = 0
         unanswered: list[str] = []
         while cursors or in_flight:
             for q in list(cursors):
-                busy = sum(1 for h, _c, _a in in_flight if h.queue == q)
-                while busy < per_queue and len(in_flight) < total and q in cursors:
+                while busy[q] < per_queue and len(in_flight) < total and q in cursors:
                     h = lanes[q][cursors[q]]
-                    addr = client.master_addr(q.topic, q.broker_name)
+                    addr = addresses[q]
                     call = client.end_transaction(h, state, producer_group=group, address=addr,
                                                   timeout=END_TX_TIMEOUT)
                     assert call is not None
                     in_flight.append((h, call, addr))
-                    busy += 1
+                    busy[q] += 1
                     cursors[q] += 1
                     if cursors[q] == len(lanes[q]):
                         del cursors[q]
-            h, call, addr = in_flight.pop(0)
+            h, call, addr = in_flight.popleft()
+            busy[h.queue] -= 1
             try:
                 client.check_end_transaction(call, addr)
                 done += 1
