@@ -174,3 +174,14 @@ class CommitOutcome:
     recovered: int           # half messages of an unfinished earlier commit committed now
 
 
+
+
+@dataclass(frozen=True)
+class Indexed:
+    """One record a broker's message index answered (QUERY_MESSAGE): where it is and the
+    properties a caller checks it with (the index is a hash index)."""
+
+    queue: MessageQueue
+    queue_offset: int
+    keys: str | None
+    uniq_key: str | None

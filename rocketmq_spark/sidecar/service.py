@@ -160,6 +160,14 @@ class SidecarService:
             raise ConfigError(f"timestamp_ms must be >= 0, got {timestamp_ms}")
         return offsets.search_offsets(self.client(cluster), queues, timestamp_ms)
 
+    def query_messages(self, cluster: Cluster, topic: str, key: str, *, unique: bool, max_num: int,
+                       brokers: Sequence[str] = ()) -> dict[str, list[MessageExt]]:
+        """QUERY_MESSAGE to every master of ``topic`` (or of ``brokers``)."""
+        if not 1 <= max_num <= 64:
+            raise ConfigError(f"max_num must be 1..64, got {max_num}")
+        return self.client(cluster).query_message(topic, key, unique=unique, max_num=max_num,
+                                                  brokers=brokers or None)
+
     def _lock_batch(self, cluster: Cluster, group: str, owner: str,
                     queues: frozenset[MessageQueue]) -> frozenset[MessageQueue]:
         return frozenset(self.client(cluster).lock_batch(group, owner, queues))

@@ -13,6 +13,9 @@ column               filters                       what the read does with them
 ``tags``             ``=``, ``IN``                 subscribes with ``A || B`` (intersected
                                                    with ``subExpression``): the broker skips
                                                    other tags, the sidecar re-checks them
+``keys``             ``=``                         looked up in every broker's message index
+                                                   (QUERY_MESSAGE) instead of reading the
+                                                   topic; only the matching offsets are read
 ``store_timestamp``  ``>``, ``>=``, ``<``, ``<=``  each queue's range starts / ends where the
                                                    time does (SEARCH_OFFSET_BY_TIMESTAMP, then
                                                    exact by reading around it, as
@@ -27,6 +30,11 @@ Spark's own whatever the broker's clock did. A read that includes ``%RETRY%<grou
 (concurrent mode) returns every filter: rows of the retry topic carry their original
 topic and are read whole.
 
+A ``keys = 'v'`` lookup asks the index for one space-separated part of ``v`` (a record is
+filed under each part of its KEYS) and keeps the records whose whole KEYS is ``v``; when a
+broker's answer is as long as QUERY_MESSAGE allows (64) it may have left records out, and
+the read scans instead. Spark checks ``keys = 'v'`` again (it is returned).
+
 Spark's timestamps are microseconds, store times milliseconds: ``store_timestamp > t``
 holds from ``floor(t / 1000) + 1`` ms, ``>= t`` from ``ceil(t / 1000)``.
 """
@@ -40,7 +48,7 @@ from typing import Any, Callable, Iterable, Sequence
 from rocketmq_spark.remoting.message import parse_subscription
 from rocketmq_spark.remoting.route import MessageQueue
 
-__all__ = ["Pushed", "push", "NOTHING"]
+__all__ = ["Pushed", "push", "NOTHING", "lookup_key"]
 
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 
@@ -56,6 +64,7 @@ class Pushed:
     tags: frozenset[str] | None = None
     since_ms: int | None = None
     until_ms: int | None = None
+    keys: str | None = None        # ``keys = 'v'``: look v up in the message index
 
     @property
     def empty(self) -> bool:
@@ -133,6 +142,19 @@ def _push_set(p: Pushed, column: str, values: Sequence[Any]) -> Pushed | None:
     return replace(p, **{field: _intersect(getattr(p, field), got)})
 
 
+def _push_keys(p: Pushed, value: Any) -> Pushed | None:
+    # one lookup a read; a value with no key in it (empty, spaces) is not in any index
+    if p.keys is not None or not isinstance(value, str) or not value.split():
+        return None
+    return replace(p, keys=value)
+
+
+def lookup_key(value: str) -> str:
+    """The key to ask the index for: every record whose KEYS is ``value`` is filed under
+    each of its space-separated parts; the longest is the least shared."""
+    return max((k for k in value.split(" ") if k), key=len)
+
+
 def _push_time(p: Pushed, value: Any, *, lower: bool, strict: bool) -> Pushed | None:
     us = _micros(value)
     if us is None:
@@ -150,7 +172,7 @@ Handler = Callable[[Pushed, str, Any], "Pushed | None"]
 # Filter class name -> how it narrows the read; each returns None when it cannot.
 _HANDLERS: dict[str, Handler] = {
     "EqualTo": lambda p, col, v: (_push_set(p, col, [v]) if col in _SET_COLUMNS and v is not None
-                                  else None),
+                                  else _push_keys(p, v) if col == "keys" else None),
     "In": lambda p, col, v: _push_set(p, col, list(v)) if col in _SET_COLUMNS else None,
     "GreaterThan": lambda p, col, v: (_push_time(p, v, lower=True, strict=True)
                                       if col == "store_timestamp" else None),
@@ -162,8 +184,9 @@ _HANDLERS: dict[str, Handler] = {
                                           if col == "store_timestamp" else None),
 }
 
-# Filters Spark need not check again once pushed (time bounds are checked by Spark too).
+# Filters Spark need not check again once pushed (time bounds and keys are checked by Spark too).
 _EXACT = frozenset({"EqualTo", "In"})
+_CHECKED_AGAIN = frozenset({"keys", "store_timestamp"})
 
 
 def push(filters: Sequence[Any], *, exact: bool = True) -> tuple[Pushed, list[Any]]:
@@ -182,6 +205,6 @@ def push(filters: Sequence[Any], *, exact: bool = True) -> tuple[Pushed, list[An
             rest.append(f)
             continue
         pushed = narrowed
-        if not exact or name not in _EXACT:
+        if not exact or name not in _EXACT or attr[0] in _CHECKED_AGAIN:
             rest.append(f)
     return pushed, rest
