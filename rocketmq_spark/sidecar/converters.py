@@ -293,9 +293,9 @@ def send_back_item_to_pb(i: SendBackItem) -> pb.SendBackItem:
 def indexed_to_pb(broker_name: str, m: MessageExt) -> pb.IndexedMessage:
     return pb.IndexedMessage(queue=queue_to_pb(MessageQueue(m.topic, broker_name, m.queue_id)),
                              queue_offset=m.queue_offset, keys=m.keys or "", has_keys=m.keys is not None,
-                             uniq_key=m.properties.get(PROP_UNIQ_KEY, ""))
+                             uniq_key=m.properties.get(PROP_UNIQ_KEY, ""), offset_msg_id=m.offset_msg_id)
 
 
 def indexed_from_pb(f: pb.IndexedMessage) -> Indexed:
     return Indexed(queue_from_pb(f.queue), f.queue_offset, f.keys if f.has_keys else None,
-                   f.uniq_key or None)
+                   f.uniq_key or None, f.offset_msg_id)

@@ -185,3 +185,9 @@ class Indexed:
     queue_offset: int
     keys: str | None
     uniq_key: str | None
+    offset_msg_id: str
+
+    @property
+    def msg_id(self) -> str:
+        """The ``msg_id`` column's value: UNIQ_KEY, else the offset message id."""
+        return self.uniq_key or self.offset_msg_id

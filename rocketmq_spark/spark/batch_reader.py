@@ -9,7 +9,8 @@ A batch read takes no locks and commits nothing.
 ``RocketMQPushdownBatchReader`` also takes Spark's filters (``pushFilters``, pyspark 4.1+
 with ``spark.sql.python.filterPushdown.enabled``): queue, topic, broker and tag filters
 drop queues or narrow the subscription, store-time bounds narrow each queue's range,
-``keys = 'v'`` reads only the offsets the brokers' message indexes give (``pushdown.py``). It is a class of its own because pyspark fails every read of a reader
+``keys = 'v'`` / ``msg_id = 'v'`` read only the offsets the brokers' message indexes give
+(``pushdown.py``). It is a class of its own because pyspark fails every read of a reader
 that has ``pushFilters`` while that setting is off (``source.py`` picks the class).
 """
 
@@ -29,12 +30,11 @@ from rocketmq_spark.spark.options import SourceOptions
 from rocketmq_spark.spark.partition import RocketMQPartition
 from rocketmq_spark.spark import link
 from rocketmq_spark.spark.planner import QueueRange, plan_partitions, ranges
-from rocketmq_spark.spark.pushdown import NOTHING, Pushed, lookup_key, push
+from rocketmq_spark.spark.pushdown import NOTHING, Pushed, push
 from rocketmq_spark.spark.reader import read_partition
 
 __all__ = ["RocketMQBatchReader", "RocketMQPushdownBatchReader"]
 
-LOOKUP_MAX = 64     # QUERY_MESSAGE's maxNum (Apache's maxMsgsNumBatch): an answer this long may be cut
 
 
 class RocketMQBatchReader(DataSourceReader):
@@ -58,7 +58,7 @@ class RocketMQBatchReader(DataSourceReader):
         kept = [q for q in queues if self._retry(q) or self.pushed.keeps(q)]
         start, end = self._in_time(r, kept, start, end)
         todo = ranges({q: start[q] for q in kept}, {q: max(end[q], start[q]) for q in kept})
-        if self.pushed.keys is not None and not self.opts.reads_retry_topic:
+        if self.pushed.lookup is not None and not self.opts.reads_retry_topic:
             found = self._looked_up(todo)
             todo = todo if found is None else found
         parts = plan_partitions(todo, orderly=self.opts.orderly,
@@ -66,25 +66,26 @@ class RocketMQBatchReader(DataSourceReader):
         return [RocketMQPartition.of(p) for p in parts]
 
     def _looked_up(self, todo: list[QueueRange]) -> list[QueueRange] | None:
-        """The offsets of ``todo`` whose message's KEYS is the pushed value, from every
-        broker's message index, one range each; None when an answer may have been cut
-        (the read then scans ``todo``)."""
-        value = self.pushed.keys
-        assert value is not None
-        key = lookup_key(value)
+        """The offsets of ``todo`` whose message has the pushed ``keys`` / ``msg_id``, from
+        every broker's message index, one range each; None when an answer may have been
+        cut (the read then scans ``todo``)."""
+        lookup = self.pushed.lookup
+        assert lookup is not None
         by_topic: dict[str, set[str]] = {}
         for qr in todo:
             by_topic.setdefault(qr.queue.topic, set()).add(qr.queue.broker_name)
         out = []
         for topic, brokers in sorted(by_topic.items()):
             answers = link.call(self.opts.sidecar, lambda c: c.query_messages(
-                link.cluster_of(self.opts), topic, key, max_num=LOOKUP_MAX, brokers=sorted(brokers)))
-            if any(len(found) >= LOOKUP_MAX for found in answers.values()):
+                link.cluster_of(self.opts), topic, lookup.key, unique=lookup.unique,
+                max_num=lookup.max_num, brokers=sorted(brokers)))
+            if any(len(found) >= lookup.max_num for found in answers.values()):
                 return None
             for found in answers.values():
                 for f in found:
-                    if f.keys == value and any(qr.queue == f.queue and qr.start <= f.queue_offset < qr.end
-                                               for qr in todo):
+                    value = f.msg_id if lookup.unique else f.keys
+                    if value == lookup.value and any(qr.queue == f.queue and qr.start <= f.queue_offset < qr.end
+                                                     for qr in todo):
                         out.append(QueueRange(f.queue, f.queue_offset, f.queue_offset + 1))
         return sorted(set(out))
 

@@ -13,6 +13,8 @@ from rocketmq_spark.spark.source import PUSHDOWN_CONF
 
 from rocketmq_spark.structs import Message
 
+from tests.embedded.wire import Wire, send_msg
+
 from .helpers import after_last_store, create_topic, produce, wait_until
 
 
@@ -161,6 +163,46 @@ def test_keys_equality_is_looked_up_in_the_brokers_indexes(pushing, cluster, mq,
     start = '{"%s": {"%s": {"%d": 1}}}' % (topic, first.broker_name, first.queue_id)
     got = _read(spark, cluster, topic, startingOffsets=start).where("keys = 'order-1'").collect()
     assert sorted(r.body for r in got) == [b"m4"]
+
+
+def test_msg_id_equality_is_looked_up_in_the_brokers_indexes(pushing, cluster, mq, names):
+    """``msg_id = 'v'`` reads only what the indexes give (UNIQ_KEY; a message sent without
+    one gets one from the broker, as Apache's does); an offset message id whose record has
+    a UNIQ_KEY is no row's msg_id (the sidecar views it: VIEW_MESSAGE_BY_ID)."""
+    spark = pushing
+    topic = names("t")
+    queues = create_topic(mq, topic, 2, every_master=True)
+    sent = [mq.send(Message(topic, f"m{i}".encode()), queue=queues[i % len(queues)]) for i in range(20)]
+    masters = mq.cluster_brokers()
+    for q in queues[:2]:             # sent without UNIQ_KEY: the broker gives them one
+        with Wire(masters[q.broker_name]) as w:
+            send_msg(w, topic, b"bare", queue_id=q.queue_id, uniq=False)
+    wait_until(lambda: any(mq.query_message(topic, sent[-1].msg_id, unique=True).values()), 10,
+               "the index to file the last UNIQ_KEY")
+    df = _read(spark, cluster, topic)
+    everything = df.collect()
+    assert len(everything) == 22
+    whole = spark.createDataFrame(everything, df.schema)
+    bare = sorted(r.msg_id for r in everything if r.body == b"bare")
+    assert len(bare) == 2 and all(r.msg_id != r.offset_msg_id for r in everything)
+    other = next(q.queue_id for q in queues if q != sent[3].queue)
+    cases = [
+        f"msg_id = '{sent[3].msg_id}'",
+        f"msg_id = '{bare[0]}'",
+        f"msg_id = '{bare[1]}'",
+        f"msg_id = '{sent[5].offset_msg_id}'",         # its msg_id is its UNIQ_KEY: no row
+        "msg_id = 'no-such-id'",
+        f"msg_id = '{sent[3].msg_id}' AND queue_id = {other}",
+    ]
+    for where in cases:
+        want = sorted(_key(r) for r in whole.where(where).collect())
+        rows, scanned = _scan_rows(_read(spark, cluster, topic).where(where))
+        assert sorted(_key(r) for r in rows) == want, where
+        assert scanned == len(want), (where, scanned)
+    assert [len(whole.where(w).collect()) for w in cases] == [1, 1, 1, 0, 0, 0]
+    q = sent[3].queue
+    start = '{"%s": {"%s": {"%d": %d}}}' % (topic, q.broker_name, q.queue_id, sent[3].queue_offset + 1)
+    assert _read(spark, cluster, topic, startingOffsets=start).where(cases[0]).collect() == []
 
 
 def test_pushed_filters_meet_the_options(pushing, cluster, topic_in_time):

@@ -9,7 +9,7 @@ import pytest
 
 from rocketmq_spark.remoting.route import MessageQueue
 from rocketmq_spark.spark import features
-from rocketmq_spark.spark.pushdown import NOTHING, Pushed, lookup_key, push
+from rocketmq_spark.spark.pushdown import NOTHING, Lookup, Pushed, push
 
 if not features.FILTER_PUSHDOWN:
     pytest.skip("pyspark before 4.1 has no Filter classes: Spark keeps every filter",
@@ -42,11 +42,15 @@ CASES = [
     ("queue id given as a string", [EqualTo(("queue_id",), "1")], NOTHING, [0]),
     ("null equality", [EqualTo(("queue_id",), None)], NOTHING, [0]),
     ("in only nulls", [In(("tags",), (None,))], NOTHING, [0]),
-    ("keys equality: looked up, checked by Spark too", [EqualTo(("keys",), "k a")], Pushed(keys="k a"), [0]),
-    ("one keys lookup a read", [EqualTo(("keys",), "a"), EqualTo(("keys",), "b")], Pushed(keys="a"), [0, 1]),
-    ("keys with no key in them", [EqualTo(("keys",), " "), EqualTo(("keys",), 3)], NOTHING, [0, 1]),
-    ("msg_id is not looked up", [EqualTo(("msg_id",), "7F00000100002A9F0000000000000000")], NOTHING, [0]),
-    ("other columns and kinds", [EqualTo(("msg_id",), "k"), IsNotNull(("tags",)),
+    ("keys equality: looked up, checked by Spark too", [EqualTo(("keys",), "k a")],
+     Pushed(lookup=Lookup("keys", "k a")), [0]),
+    ("msg_id equality: looked up", [EqualTo(("msg_id",), "7F00000100002A9F0000000000000000")],
+     Pushed(lookup=Lookup("msg_id", "7F00000100002A9F0000000000000000")), [0]),
+    ("one lookup a read", [EqualTo(("keys",), "a"), EqualTo(("msg_id",), "b")],
+     Pushed(lookup=Lookup("keys", "a")), [0, 1]),
+    ("keys with no key in them", [EqualTo(("keys",), " "), EqualTo(("msg_id",), ""), EqualTo(("keys",), 3)],
+     NOTHING, [0, 1, 2]),
+    ("other columns and kinds", [In(("keys",), ("k",)), IsNotNull(("tags",)),
                                  Not(EqualTo(("queue_id",), 1)), StringStartsWith(("topic",), "t"),
                                  GreaterThan(("queue_offset",), 5)], NOTHING, [0, 1, 2, 3, 4]),
     ("store time >= whole ms", [GreaterThanOrEqual(("store_timestamp",), at(1000))],
@@ -96,5 +100,5 @@ def test_what_a_pushed_set_reads():
 
 
 def test_the_key_a_lookup_asks_for():
-    assert lookup_key("order-1") == "order-1"
-    assert lookup_key(" a  order-10 b ") == "order-10"
+    assert (Lookup("keys", "order-1").key, Lookup("keys", " a  order-10 b ").key) == ("order-1", "order-10")
+    assert (Lookup("msg_id", " x").key, Lookup("msg_id", "x").max_num, Lookup("keys", "x").max_num) == (" x", 32, 64)

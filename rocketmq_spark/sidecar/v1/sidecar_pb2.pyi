@@ -149,18 +149,20 @@ class QueryMessagesRequest(_message.Message):
     def __init__(self, cluster: _Optional[_Union[Cluster, _Mapping]] = ..., topic: _Optional[str] = ..., key: _Optional[str] = ..., unique: _Optional[bool] = ..., max_num: _Optional[int] = ..., brokers: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class IndexedMessage(_message.Message):
-    __slots__ = ("queue", "queue_offset", "keys", "uniq_key", "has_keys")
+    __slots__ = ("queue", "queue_offset", "keys", "uniq_key", "has_keys", "offset_msg_id")
     QUEUE_FIELD_NUMBER: _ClassVar[int]
     QUEUE_OFFSET_FIELD_NUMBER: _ClassVar[int]
     KEYS_FIELD_NUMBER: _ClassVar[int]
     UNIQ_KEY_FIELD_NUMBER: _ClassVar[int]
     HAS_KEYS_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_MSG_ID_FIELD_NUMBER: _ClassVar[int]
     queue: MessageQueue
     queue_offset: int
     keys: str
     uniq_key: str
     has_keys: bool
-    def __init__(self, queue: _Optional[_Union[MessageQueue, _Mapping]] = ..., queue_offset: _Optional[int] = ..., keys: _Optional[str] = ..., uniq_key: _Optional[str] = ..., has_keys: _Optional[bool] = ...) -> None: ...
+    offset_msg_id: str
+    def __init__(self, queue: _Optional[_Union[MessageQueue, _Mapping]] = ..., queue_offset: _Optional[int] = ..., keys: _Optional[str] = ..., uniq_key: _Optional[str] = ..., has_keys: _Optional[bool] = ..., offset_msg_id: _Optional[str] = ...) -> None: ...
 
 class BrokerAnswer(_message.Message):
     __slots__ = ("broker_name", "found")
