@@ -24,17 +24,16 @@ from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from rocketmq_spark.errors import ConfigError
 from rocketmq_spark.remoting.route import MessageQueue
+from rocketmq_spark.spark import link
 from rocketmq_spark.spark.offset_reader import OffsetReader, queue_name
 from rocketmq_spark.spark.offsets import QueueOffsetMap, SpecificOffsets
 from rocketmq_spark.spark.options import SourceOptions
 from rocketmq_spark.spark.partition import RocketMQPartition
-from rocketmq_spark.spark import link
 from rocketmq_spark.spark.planner import QueueRange, plan_partitions, ranges
 from rocketmq_spark.spark.pushdown import NOTHING, Pushed, push
 from rocketmq_spark.spark.reader import read_partition
 
 __all__ = ["RocketMQBatchReader", "RocketMQPushdownBatchReader"]
-
 
 
 class RocketMQBatchReader(DataSourceReader):

@@ -10,7 +10,8 @@ the keys themselves, in memory, and is rebuilt from the commit log when the stor
 of deleted commit-log segments are skipped when read back (``MessageStore.query``).
 
 Entries of a key are kept in store order; a query walks them newest first, as Apache's
-does, and stops at ``max_num``. Apache files a record's time in whole seconds past its
+does, checks each record's store time against the window and stops at ``max_num``. Most
+keys are a UNIQ_KEY with one record, so an entry is a ``topic#key`` string and one int. Apache files a record's time in whole seconds past its
 index file's first store time, so its time window is coarser than this exact one.
 """
 
@@ -40,8 +41,9 @@ def index_keys(sys_flag: int, uniq_key: str | None, keys: str | None) -> list[st
 
 class KeyIndex:
     def __init__(self) -> None:
-        # (topic, key) -> commit-log offsets and store times, in store order
-        self._entries: dict[tuple[str, str], tuple[array, array]] = {}
+        # "topic#key" -> the commit-log offset of its one record, or of each in store order
+        # (most keys are a UNIQ_KEY with one record: a bare int keeps that entry small)
+        self._entries: dict[str, int | list[int]] = {}
         self._lock = threading.Lock()
         self.last_update_ms = 0       # indexLastUpdateTimestamp: store time of the last record
         self.last_update_phys = 0     # indexLastUpdatePhyoffset: commit-log offset of it
@@ -49,20 +51,20 @@ class KeyIndex:
     def add(self, topic: str, keys: list[str], phys: int, store_ts: int) -> None:
         with self._lock:
             for k in dict.fromkeys(keys):             # a key given twice is filed once
-                e = self._entries.get((topic, k))
-                if e is None:
-                    e = self._entries[(topic, k)] = (array("q"), array("q"))
-                e[0].append(phys)
-                e[1].append(store_ts)
+                name = f"{topic}#{k}"
+                had = self._entries.get(name)
+                if had is None:
+                    self._entries[name] = phys
+                elif isinstance(had, int):
+                    self._entries[name] = [had, phys]
+                else:
+                    had.append(phys)
             self.last_update_ms = max(self.last_update_ms, store_ts)
             self.last_update_phys = max(self.last_update_phys, phys)
 
-    def find(self, topic: str, key: str, begin_ms: int, end_ms: int) -> Iterator[int]:
-        """Commit-log offsets filed under ``topic#key`` stored in ``[begin_ms, end_ms]``,
-        newest first."""
+    def find(self, topic: str, key: str) -> Iterator[int]:
+        """Commit-log offsets filed under ``topic#key``, newest first."""
         with self._lock:
-            e = self._entries.get((topic, key))
-            found = [] if e is None else [(p, t) for p, t in zip(e[0], e[1])]
-        for phys, ts in reversed(found):
-            if begin_ms <= ts <= end_ms:
-                yield phys
+            had = self._entries.get(f"{topic}#{key}")
+            found = [] if had is None else [had] if isinstance(had, int) else list(had)
+        return reversed(found)

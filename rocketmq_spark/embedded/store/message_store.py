@@ -401,11 +401,11 @@ class MessageStore:
         5.5.0 answers in); records of deleted commit-log segments are gone from the answer."""
         out: list[bytes] = []
         limit = min(max_num, MAX_QUERY_NUM)
-        for phys in self.index.find(topic, key, begin_ms, end_ms):
+        for phys in self.index.find(topic, key):
             if len(out) >= limit:
                 break
             record = self.commitlog.read_record_at(phys) if phys >= self.commitlog.min_offset else None
-            if record is not None:
+            if record is not None and begin_ms <= parse_record(record, 0, phys).store_timestamp <= end_ms:
                 out.append(record)
         return out[::-1]
 
