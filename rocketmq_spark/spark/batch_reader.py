@@ -66,8 +66,8 @@ class RocketMQBatchReader(DataSourceReader):
 
     def _looked_up(self, todo: list[QueueRange]) -> list[QueueRange] | None:
         """The offsets of ``todo`` whose message has the pushed ``keys`` / ``msg_id``, from
-        every broker's message index, one range each; None when an answer may have been
-        cut (the read then scans ``todo``)."""
+        every broker's message index, one range each; None when a broker did not answer or
+        an answer may have been cut (the read then scans ``todo``)."""
         lookup = self.pushed.lookup
         assert lookup is not None
         by_topic: dict[str, set[str]] = {}
@@ -78,7 +78,9 @@ class RocketMQBatchReader(DataSourceReader):
             answers = link.call(self.opts.sidecar, lambda c: c.query_messages(
                 link.cluster_of(self.opts), topic, lookup.key, unique=lookup.unique,
                 max_num=lookup.max_num, brokers=sorted(brokers)))
-            if any(len(found) >= lookup.max_num for found in answers.values()):
+            # a broker without a master (mqadmin asks masters only) did not answer, and an
+            # answer of max_num records may have left some out: scan
+            if set(answers) != brokers or any(len(found) >= lookup.max_num for found in answers.values()):
                 return None
             for found in answers.values():
                 for f in found:
