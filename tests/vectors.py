@@ -12,6 +12,7 @@ APACHE_DIR = DATA / "apache-broker"
 APACHE5_DIR = DATA / "apache-broker-5"
 APACHE55_DIR = DATA / "apache-broker-5.5"
 SQL92_DIR = DATA / "apache-broker-sql92"
+QUERY_DIR = DATA / "apache-broker-query"
 TXN_DIR = DATA / "apache-broker-txn"
 TXN55_DIR = DATA / "apache-broker-txn-5.5"
 README = DATA / "README.md"
@@ -42,6 +43,12 @@ def apache55_vectors() -> dict[str, dict]:
 
 def sql92_vectors() -> dict[str, dict]:
     return _load(SQL92_DIR)
+
+
+def query_vectors() -> dict[str, dict]:
+    """QUERY_MESSAGE exchanges, ``<release>/<name>`` -> the recording (record_query.py)."""
+    return {f"{d.name}/{k}": v for d in sorted(QUERY_DIR.iterdir()) if d.is_dir()
+            for k, v in _load(d).items()}
 
 
 def txn_vectors() -> dict[str, dict]:

@@ -43,10 +43,11 @@ from rocketmq_spark.remoting.compression import DEFAULT_COMPRESSION, Compression
 from rocketmq_spark.remoting.headers import (
     ConsumerSendMsgBackRequestHeader, CreateTopicRequestHeader, GetConsumerListRequestHeader,
     GetConsumeStatsRequestHeader, OffsetResponseHeader, QueryConsumerOffsetRequestHeader,
+    QueryMessageRequestHeader, UNIQUE_KEY_QUERY,
     QueueRequestHeader, SearchOffsetRequestHeader, TimestampResponseHeader, TopicRequestHeader,
     UnregisterClientRequestHeader, UpdateConsumerOffsetRequestHeader, ViewMessageRequestHeader)
 from rocketmq_spark.remoting.message import (
-    PROP_RETRY_TOPIC, MessageExt, decode_message, parse_offset_msg_id)
+    PROP_RETRY_TOPIC, MessageExt, decode_message, decode_messages, parse_offset_msg_id)
 from rocketmq_spark.remoting.route import MASTER_ID, MessageQueue, TopicRouteData
 from rocketmq_spark.structs import HalfMessage, Message, PullResult, SendResult
 
@@ -691,6 +692,32 @@ class MQClient:
         response = self._call(str(host), request(RequestCode.VIEW_MESSAGE_BY_ID,
                                                  ViewMessageRequestHeader(offset)))
         return decode_message(response.body)[0]
+
+    def query_message(self, topic: str, key: str, *, unique: bool = False, max_num: int = 64,
+                      begin_ms: int = 0, end_ms: int = (1 << 63) - 1,
+                      brokers: Iterable[str] | None = None) -> dict[str, list[MessageExt]]:
+        """QUERY_MESSAGE to the master of every broker of ``topic`` (or of ``brokers``), as
+        mqadmin queryMsgByKey / queryMsgByUniqueKey ask: broker name -> the records its
+        index files under ``topic#key`` (``unique``: a UNIQ_KEY), newest first.
+
+        The index is a hash index: records of other keys can be among them, callers check.
+        A broker answers at most ``max_num`` records, fewer if its maxMsgsNumBatch (64) or,
+        for ``unique``, its defaultQueryMaxNum (32) is lower: an answer that long may have
+        left records out. QUERY_NOT_FOUND is an empty list."""
+        if max_num < 1:
+            raise ValueError(f"max_num must be >= 1, got {max_num}")
+        ext = QueryMessageRequestHeader(topic, key, max_num, begin_ms, end_ms).to_ext()
+        if unique:
+            ext[UNIQUE_KEY_QUERY] = "true"
+        cmd = request(RequestCode.QUERY_MESSAGE, ext)
+        wanted = None if brokers is None else set(brokers)
+        out: dict[str, list[MessageExt]] = {}
+        for bd in sorted(self.route(topic).broker_datas, key=lambda b: b.broker_name):
+            if (wanted is not None and bd.broker_name not in wanted) or not bd.master_addr:
+                continue
+            response = self._call(bd.master_addr, cmd, ok=(ResponseCode.SUCCESS, ResponseCode.QUERY_NOT_FOUND))
+            out[bd.broker_name] = decode_messages(response.body) if response.code == ResponseCode.SUCCESS else []
+        return out
 
     def broker_release(self, address: str) -> tuple[int, ...]:
         """The broker's release, e.g. ``(5, 5, 0)``, from GET_BROKER_RUNTIME_INFO (its

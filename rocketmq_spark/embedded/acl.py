@@ -46,13 +46,14 @@ from rocketmq_spark.errors import ConfigError, RemoteProtocolError
 from rocketmq_spark.remoting.bodies import HeartbeatData, LockBatchBody
 from rocketmq_spark.remoting.codes import RETRY_PREFIX, RequestCode, ResponseCode
 from rocketmq_spark.remoting.command import RemotingCommand
+from rocketmq_spark.remoting.headers import UNIQUE_KEY_QUERY
 
 # org.apache.rocketmq.acl.common.Permission
 DENY, ANY, PUB, SUB = 1, 2, 4, 8
 PERMS = {"PUB": PUB, "SUB": SUB, "PUB|SUB": PUB | SUB, "SUB|PUB": PUB | SUB, "DENY": DENY}
 # Permission.ADMIN_CODE: what only an admin account may ask for.
 ADMIN_CODES = frozenset({RequestCode.UPDATE_AND_CREATE_TOPIC, 25, 215, 200, 207})
-ACCESS_KEY, SIGNATURE, UNIQUE_KEY_QUERY = "AccessKey", "Signature", "_UNIQUE_KEY_QUERY"
+ACCESS_KEY, SIGNATURE = "AccessKey", "Signature"
 MIN_KEY_LENGTH = 6
 
 EXCEPTION = "org.apache.rocketmq.acl.common.AclException"
@@ -277,6 +278,7 @@ RESOURCES: dict[int, Callable[[RemotingCommand], list[tuple[str | None, int]]]] 
     R.CONSUMER_SEND_MSG_BACK: _ext(("group", SUB, True)),
     R.PULL_MESSAGE: _ext(("topic", SUB, False), ("consumerGroup", SUB, True)),
     R.LITE_PULL_MESSAGE: _ext(("topic", SUB, False), ("consumerGroup", SUB, True)),
+    R.QUERY_MESSAGE: _ext(("topic", SUB, False)),
     R.QUERY_CONSUMER_OFFSET: _ext(("consumerGroup", SUB, True), ("topic", SUB, False)),
     R.UPDATE_CONSUMER_OFFSET: _ext(("consumerGroup", SUB, True), ("topic", SUB, False)),
     R.UNREGISTER_CLIENT: _ext(("consumerGroup", SUB, True)),

@@ -241,6 +241,29 @@ class ViewMessageRequestHeader(Header):
     offset: int
 
 
+# QUERY_MESSAGE's ext field that makes ``key`` a UNIQ_KEY (MixAll.UNIQUE_MSG_QUERY_FLAG):
+# the broker then answers at most its defaultQueryMaxNum (32) records, whatever maxNum says.
+UNIQUE_KEY_QUERY = "_UNIQUE_KEY_QUERY"
+
+
+@dataclass(frozen=True)
+class QueryMessageRequestHeader(Header):
+    """QUERY_MESSAGE (12): the stored records indexed under ``topic#key`` whose store time
+    is in ``[begin_timestamp, end_timestamp]``, newest first, at most ``max_num``."""
+
+    topic: str
+    key: str
+    max_num: int
+    begin_timestamp: int
+    end_timestamp: int
+
+
+@dataclass(frozen=True)
+class QueryMessageResponseHeader(Header):
+    index_last_update_timestamp: int
+    index_last_update_phyoffset: int
+
+
 # ---------------------------------------------------------------- consumers
 
 @dataclass(frozen=True)

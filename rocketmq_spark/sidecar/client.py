@@ -20,7 +20,7 @@ from rocketmq_spark.remoting.compression import Compression
 from rocketmq_spark.remoting.route import MessageQueue
 from rocketmq_spark.sidecar import arrow, liveness, shm
 from rocketmq_spark.sidecar import converters as cv
-from rocketmq_spark.sidecar.model import (DEFAULT_MAX_ROWS_PER_BATCH, DEFAULT_PULL_BATCH_SIZE,
+from rocketmq_spark.sidecar.model import (Indexed, DEFAULT_MAX_ROWS_PER_BATCH, DEFAULT_PULL_BATCH_SIZE,
                                           SIDECAR_GROUP, Cluster, CommitOutcome, HealthInfo, Outgoing,
                                           PullSpec, SendBackItem, TxnRef)
 from rocketmq_spark.sidecar.errors import SidecarUnavailable
@@ -125,6 +125,14 @@ class SidecarClient:
             cluster=cv.cluster_to_pb(Cluster.of(cluster)), queues=_queues(queues),
             timestamp_ms=timestamp_ms))
         return cv.offsets_map_from_pb(r.offsets)
+
+    def query_messages(self, cluster: Cluster | str, topic: str, key: str, *, unique: bool = False,
+                       max_num: int = 64, brokers: Sequence[str] = ()) -> dict[str, list[Indexed]]:
+        """Broker name -> the records its index files under ``topic#key`` (QUERY_MESSAGE)."""
+        r = self._call(self._stub.QueryMessages, pb.QueryMessagesRequest(
+            cluster=cv.cluster_to_pb(Cluster.of(cluster)), topic=topic, key=key, unique=unique,
+            max_num=max_num, brokers=list(brokers)))
+        return {a.broker_name: [cv.indexed_from_pb(f) for f in a.found] for a in r.answers}
 
     def lock(self, cluster: Cluster | str, consumer_group: str, owner_id: str,
              queues: Sequence[MessageQueue], *, keep_renewed: bool = True) -> frozenset[MessageQueue]:

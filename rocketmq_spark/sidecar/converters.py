@@ -12,9 +12,11 @@ from rocketmq_spark.errors import ConfigError
 from rocketmq_spark.remoting.bodies import (CONSUME_FROM, EXPRESSION_TYPES, MESSAGE_MODELS, ConsumerData,
                                             SubscriptionData)
 from rocketmq_spark.remoting.compression import DEFAULT_COMPRESSION, Compression
+from rocketmq_spark.remoting.message import PROP_UNIQ_KEY, MessageExt
 from rocketmq_spark.remoting.route import MessageQueue
 from rocketmq_spark.sidecar.liveness import ProcessRef
 from rocketmq_spark.sidecar.model import (
+    Indexed,
     DEFAULT_MAX_RECONSUME_TIMES, DEFAULT_MAX_ROWS_PER_BATCH, DEFAULT_PULL_BATCH_SIZE, DEFAULT_REQUEST_TIMEOUT_MS,
     SIDECAR_GROUP, Cluster, CommitOutcome, HealthInfo, Outgoing, PullSpec, SendBackItem, TxnRef)
 from rocketmq_spark.sidecar.v1 import sidecar_pb2 as pb
@@ -286,3 +288,14 @@ def send_back_item_to_pb(i: SendBackItem) -> pb.SendBackItem:
                            offset_msg_id=i.offset_msg_id, origin_msg_id=i.origin_msg_id,
                            origin_topic=i.origin_topic, delay_level=i.delay_level,
                            max_reconsume_times=i.max_reconsume_times)
+
+
+def indexed_to_pb(broker_name: str, m: MessageExt) -> pb.IndexedMessage:
+    return pb.IndexedMessage(queue=queue_to_pb(MessageQueue(m.topic, broker_name, m.queue_id)),
+                             queue_offset=m.queue_offset, keys=m.keys or "", has_keys=m.keys is not None,
+                             uniq_key=m.properties.get(PROP_UNIQ_KEY, ""), offset_msg_id=m.offset_msg_id)
+
+
+def indexed_from_pb(f: pb.IndexedMessage) -> Indexed:
+    return Indexed(queue_from_pb(f.queue), f.queue_offset, f.keys if f.has_keys else None,
+                   f.uniq_key or None, f.offset_msg_id)

@@ -174,3 +174,20 @@ class CommitOutcome:
     recovered: int           # half messages of an unfinished earlier commit committed now
 
 
+
+
+@dataclass(frozen=True)
+class Indexed:
+    """One record a broker's message index answered (QUERY_MESSAGE): where it is and the
+    properties a caller checks it with (the index is a hash index)."""
+
+    queue: MessageQueue
+    queue_offset: int
+    keys: str | None
+    uniq_key: str | None
+    offset_msg_id: str
+
+    @property
+    def msg_id(self) -> str:
+        """The ``msg_id`` column's value: UNIQ_KEY, else the offset message id."""
+        return self.uniq_key or self.offset_msg_id

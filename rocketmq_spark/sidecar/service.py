@@ -21,10 +21,10 @@ import rocketmq_spark
 from rocketmq_spark.client import ClientConfig, MQClient
 from rocketmq_spark.client.mqclient import DEFAULT_PRODUCER_GROUP
 from rocketmq_spark.client.pull import client_tags
-from rocketmq_spark.errors import ConfigError, RocketMQError, TransportError
+from rocketmq_spark.errors import BrokerError, ConfigError, RocketMQError, TransportError
 from rocketmq_spark.remoting.message import PROP_UNIQ_KEY, HostPort, MessageExt, parse_offset_msg_id
 from rocketmq_spark.remoting.bodies import ConsumerData
-from rocketmq_spark.remoting.codes import RequestCode
+from rocketmq_spark.remoting.codes import RequestCode, ResponseCode
 from rocketmq_spark.remoting.compression import DEFAULT_COMPRESSION, Compression
 from rocketmq_spark.remoting.route import MessageQueue
 from rocketmq_spark.sidecar import arrow, columnar, offsets, send, shm
@@ -159,6 +159,41 @@ class SidecarService:
         if timestamp_ms < 0:
             raise ConfigError(f"timestamp_ms must be >= 0, got {timestamp_ms}")
         return offsets.search_offsets(self.client(cluster), queues, timestamp_ms)
+
+    def query_messages(self, cluster: Cluster, topic: str, key: str, *, unique: bool, max_num: int,
+                       brokers: Sequence[str] = ()) -> dict[str, list[MessageExt]]:
+        """QUERY_MESSAGE to every master of ``topic`` (or of ``brokers``). With ``unique``,
+        ``key`` is a ``msg_id`` value: the UNIQ_KEY, or for a message stored without one its
+        offset message id, which no index files; when ``key`` reads as an offset message id
+        of one of those masters, the record it points at (VIEW_MESSAGE_BY_ID) is added to
+        that broker's answer if it has no UNIQ_KEY (a message whose ``msg_id`` is ``key``)."""
+        if not 1 <= max_num <= 64:
+            raise ConfigError(f"max_num must be 1..64, got {max_num}")
+        client = self.client(cluster)
+        found = client.query_message(topic, key, unique=unique, max_num=max_num, brokers=brokers or None)
+        if unique:
+            self._add_by_offset_id(client, topic, key, found)
+        return found
+
+    @staticmethod
+    def _add_by_offset_id(client: MQClient, topic: str, key: str, found: dict[str, list[MessageExt]]) -> None:
+        try:
+            host, offset = parse_offset_msg_id(key)
+        except ValueError:
+            return
+        masters = {bd.master_addr: bd.broker_name for bd in client.route(topic).broker_datas
+                   if bd.broker_name in found and bd.master_addr}
+        broker = masters.get(str(host))
+        if broker is None or offset < 0:
+            return                    # no master of the read stored it: no row has that offset id
+        try:
+            m = client.view_message(key)
+        except BrokerError as exc:
+            if exc.code == ResponseCode.SYSTEM_ERROR:     # "can not find message by the offset"
+                return
+            raise
+        if PROP_UNIQ_KEY not in m.properties and m.offset_msg_id == key:
+            found[broker].append(m)
 
     def _lock_batch(self, cluster: Cluster, group: str, owner: str,
                     queues: frozenset[MessageQueue]) -> frozenset[MessageQueue]:

@@ -87,6 +87,16 @@ class SidecarServicer(pb_grpc.SidecarServicer):
         return pb.SearchOffsetsResponse(offsets=[cv.queue_offset_to_pb(q, o) for q, o in found])
 
     @grpc_errors
+    def QueryMessages(self, request: pb.QueryMessagesRequest,
+                      context: grpc.ServicerContext) -> pb.QueryMessagesResponse:
+        found = self.service.query_messages(cv.cluster_from_pb(request.cluster), request.topic, request.key,
+                                            unique=request.unique, max_num=request.max_num,
+                                            brokers=list(request.brokers))
+        return pb.QueryMessagesResponse(answers=[
+            pb.BrokerAnswer(broker_name=b, found=[cv.indexed_to_pb(b, m) for m in ms])
+            for b, ms in sorted(found.items())])
+
+    @grpc_errors
     def Lock(self, request: pb.LockRequest, context: grpc.ServicerContext) -> pb.LockResponse:
         got = self.service.lock(cv.cluster_from_pb(request.cluster), request.consumer_group,
                                 request.owner_id, cv.queues_from_pb(request.queues),

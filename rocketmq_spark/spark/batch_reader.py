@@ -8,7 +8,8 @@ A batch read takes no locks and commits nothing.
 
 ``RocketMQPushdownBatchReader`` also takes Spark's filters (``pushFilters``, pyspark 4.1+
 with ``spark.sql.python.filterPushdown.enabled``): queue, topic, broker and tag filters
-drop queues or narrow the subscription, store-time bounds narrow each queue's range
+drop queues or narrow the subscription, store-time bounds narrow each queue's range,
+``keys = 'v'`` / ``msg_id = 'v'`` read only the offsets the brokers' message indexes give
 (``pushdown.py``). It is a class of its own because pyspark fails every read of a reader
 that has ``pushFilters`` while that setting is off (``source.py`` picks the class).
 """
@@ -23,11 +24,12 @@ from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from rocketmq_spark.errors import ConfigError
 from rocketmq_spark.remoting.route import MessageQueue
+from rocketmq_spark.spark import link
 from rocketmq_spark.spark.offset_reader import OffsetReader, queue_name
 from rocketmq_spark.spark.offsets import QueueOffsetMap, SpecificOffsets
 from rocketmq_spark.spark.options import SourceOptions
 from rocketmq_spark.spark.partition import RocketMQPartition
-from rocketmq_spark.spark.planner import plan_partitions, ranges
+from rocketmq_spark.spark.planner import QueueRange, plan_partitions, ranges
 from rocketmq_spark.spark.pushdown import NOTHING, Pushed, push
 from rocketmq_spark.spark.reader import read_partition
 
@@ -55,9 +57,38 @@ class RocketMQBatchReader(DataSourceReader):
         kept = [q for q in queues if self._retry(q) or self.pushed.keeps(q)]
         start, end = self._in_time(r, kept, start, end)
         todo = ranges({q: start[q] for q in kept}, {q: max(end[q], start[q]) for q in kept})
+        if self.pushed.lookup is not None and not self.opts.reads_retry_topic:
+            found = self._looked_up(todo)
+            todo = todo if found is None else found
         parts = plan_partitions(todo, orderly=self.opts.orderly,
                                 min_partitions=self.opts.min_partitions)
         return [RocketMQPartition.of(p) for p in parts]
+
+    def _looked_up(self, todo: list[QueueRange]) -> list[QueueRange] | None:
+        """The offsets of ``todo`` whose message has the pushed ``keys`` / ``msg_id``, from
+        every broker's message index, one range each; None when a broker did not answer or
+        an answer may have been cut (the read then scans ``todo``)."""
+        lookup = self.pushed.lookup
+        assert lookup is not None
+        by_topic: dict[str, set[str]] = {}
+        for qr in todo:
+            by_topic.setdefault(qr.queue.topic, set()).add(qr.queue.broker_name)
+        out = []
+        for topic, brokers in sorted(by_topic.items()):
+            answers = link.call(self.opts.sidecar, lambda c: c.query_messages(
+                link.cluster_of(self.opts), topic, lookup.key, unique=lookup.unique,
+                max_num=lookup.max_num, brokers=sorted(brokers)))
+            # a broker without a master (mqadmin asks masters only) did not answer, and an
+            # answer of max_num records may have left some out: scan
+            if set(answers) != brokers or any(len(found) >= lookup.max_num for found in answers.values()):
+                return None
+            for found in answers.values():
+                for f in found:
+                    value = f.msg_id if lookup.unique else f.keys
+                    if value == lookup.value and any(qr.queue == f.queue and qr.start <= f.queue_offset < qr.end
+                                                     for qr in todo):
+                        out.append(QueueRange(f.queue, f.queue_offset, f.queue_offset + 1))
+        return sorted(set(out))
 
     def _retry(self, q: MessageQueue) -> bool:
         return self.opts.reads_retry_topic and q.topic == self.opts.retry_topic

@@ -13,6 +13,9 @@ column               filters                       what the read does with them
 ``tags``             ``=``, ``IN``                 subscribes with ``A || B`` (intersected
                                                    with ``subExpression``): the broker skips
                                                    other tags, the sidecar re-checks them
+``keys``, ``msg_id`` ``=``                         looked up in every broker's message index
+                                                   (QUERY_MESSAGE) instead of reading the
+                                                   topic; only the matching offsets are read
 ``store_timestamp``  ``>``, ``>=``, ``<``, ``<=``  each queue's range starts / ends where the
                                                    time does (SEARCH_OFFSET_BY_TIMESTAMP, then
                                                    exact by reading around it, as
@@ -27,6 +30,14 @@ Spark's own whatever the broker's clock did. A read that includes ``%RETRY%<grou
 (concurrent mode) returns every filter: rows of the retry topic carry their original
 topic and are read whole.
 
+A ``keys = 'v'`` lookup asks the index for one space-separated part of ``v`` (a record is
+filed under each part of its KEYS) and keeps the records whose whole KEYS is ``v``; a
+``msg_id = 'v'`` lookup asks for the UNIQ_KEY ``v`` (and the sidecar views the record of
+``v`` read as an offset message id, a message stored without UNIQ_KEY having that as its
+``msg_id``). When a broker's answer is as long as QUERY_MESSAGE allows (64; 32 for a
+UNIQ_KEY) it may have left records out, and the read scans instead. One lookup a read;
+Spark checks the lookup's filter again (it is returned).
+
 Spark's timestamps are microseconds, store times milliseconds: ``store_timestamp > t``
 holds from ``floor(t / 1000) + 1`` ms, ``>= t`` from ``ceil(t / 1000)``.
 """
@@ -40,9 +51,36 @@ from typing import Any, Callable, Iterable, Sequence
 from rocketmq_spark.remoting.message import parse_subscription
 from rocketmq_spark.remoting.route import MessageQueue
 
-__all__ = ["Pushed", "push", "NOTHING"]
+__all__ = ["Lookup", "Pushed", "push", "NOTHING"]
 
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+
+
+@dataclass(frozen=True)
+class Lookup:
+    """An equality the brokers' message indexes answer: ``column`` is ``keys`` or ``msg_id``."""
+
+    column: str
+    value: str
+
+    @property
+    def unique(self) -> bool:
+        return self.column == "msg_id"
+
+    @property
+    def key(self) -> str:
+        """What to ask the index for: a ``msg_id`` as it is; for ``keys``, every record
+        whose KEYS is the value is filed under each of its space-separated parts, the
+        longest is the least shared."""
+        if self.unique:
+            return self.value
+        return max((k for k in self.value.split(" ") if k), key=len)
+
+    @property
+    def max_num(self) -> int:
+        """The longest answer a broker gives (maxMsgsNumBatch 64; defaultQueryMaxNum 32 for
+        a UNIQ_KEY): an answer this long may have left records out."""
+        return 32 if self.unique else 64
 
 
 @dataclass(frozen=True)
@@ -56,6 +94,7 @@ class Pushed:
     tags: frozenset[str] | None = None
     since_ms: int | None = None
     until_ms: int | None = None
+    lookup: Lookup | None = None   # ``keys = 'v'`` / ``msg_id = 'v'``: look v up in the message index
 
     @property
     def empty(self) -> bool:
@@ -133,6 +172,13 @@ def _push_set(p: Pushed, column: str, values: Sequence[Any]) -> Pushed | None:
     return replace(p, **{field: _intersect(getattr(p, field), got)})
 
 
+def _push_lookup(p: Pushed, column: str, value: Any) -> Pushed | None:
+    # one lookup a read; a value with no key in it (empty, spaces) is in no index
+    if p.lookup is not None or not isinstance(value, str) or not value.split():
+        return None
+    return replace(p, lookup=Lookup(column, value))
+
+
 def _push_time(p: Pushed, value: Any, *, lower: bool, strict: bool) -> Pushed | None:
     us = _micros(value)
     if us is None:
@@ -150,7 +196,7 @@ Handler = Callable[[Pushed, str, Any], "Pushed | None"]
 # Filter class name -> how it narrows the read; each returns None when it cannot.
 _HANDLERS: dict[str, Handler] = {
     "EqualTo": lambda p, col, v: (_push_set(p, col, [v]) if col in _SET_COLUMNS and v is not None
-                                  else None),
+                                  else _push_lookup(p, col, v) if col in _LOOKUP_COLUMNS else None),
     "In": lambda p, col, v: _push_set(p, col, list(v)) if col in _SET_COLUMNS else None,
     "GreaterThan": lambda p, col, v: (_push_time(p, v, lower=True, strict=True)
                                       if col == "store_timestamp" else None),
@@ -162,8 +208,10 @@ _HANDLERS: dict[str, Handler] = {
                                           if col == "store_timestamp" else None),
 }
 
-# Filters Spark need not check again once pushed (time bounds are checked by Spark too).
+# Filters Spark need not check again once pushed (time bounds and keys are checked by Spark too).
 _EXACT = frozenset({"EqualTo", "In"})
+_LOOKUP_COLUMNS = frozenset({"keys", "msg_id"})
+_CHECKED_AGAIN = _LOOKUP_COLUMNS | {"store_timestamp"}
 
 
 def push(filters: Sequence[Any], *, exact: bool = True) -> tuple[Pushed, list[Any]]:
@@ -182,6 +230,6 @@ def push(filters: Sequence[Any], *, exact: bool = True) -> tuple[Pushed, list[An
             rest.append(f)
             continue
         pushed = narrowed
-        if not exact or name not in _EXACT:
+        if not exact or name not in _EXACT or attr[0] in _CHECKED_AGAIN:
             rest.append(f)
     return pushed, rest

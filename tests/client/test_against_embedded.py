@@ -273,3 +273,24 @@ def _queues(c: MQClient, topic: str) -> list[MessageQueue]:
         return c.subscribe_queues(topic, refresh=True)
     except BrokerError:
         return []
+
+
+def test_query_message_by_key_and_unique_key(client: MQClient, topic: str, master: str) -> None:
+    """QUERY_MESSAGE, as mqadmin queryMsgByKey / queryMsgByUniqueKey ask it: every key of
+    KEYS (split on spaces) and UNIQ_KEY find the record; maxNum keeps the newest, the
+    answer lists them oldest first (a live 5.5.0); a key nobody sent is an empty answer (QUERY_NOT_FOUND)."""
+    mq = client.publish_queues(topic)[0]
+    sent = [client.send(Message(topic, f"m{i}".encode(), keys=keys), queue=mq)
+            for i, keys in enumerate(["order-1", "order-1 user-7", "user-7", "order-10", "order-1"])]
+    wait_max(client, mq, 5)
+    # the broker indexes on another thread (Apache): wait until the last one is found
+    wait_for(lambda: len(client.query_message(topic, "order-1")[master]) == 3, 10, "3 records under order-1")
+    found = client.query_message(topic, "order-1")[master]
+    assert [m.body for m in found if "order-1" in m.keys.split(" ")] == [b"m0", b"m1", b"m4"]
+    assert {m.queue_offset for m in client.query_message(topic, "user-7")[master]} == {1, 2}
+    assert [m.body for m in client.query_message(topic, "order-1", max_num=2)[master]] == [b"m1", b"m4"]
+    (one,) = client.query_message(topic, sent[3].msg_id, unique=True)[master]
+    assert (one.body, one.msg_id, one.queue_offset) == (b"m3", sent[3].msg_id, 3)
+    assert client.query_message(topic, "order-2")[master] == []
+    # Apache files times in whole seconds past its index file's start: far past is empty
+    assert client.query_message(topic, "order-1", begin_ms=found[-1].store_timestamp + 5000)[master] == []

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from rocketmq_spark.errors import ConfigError
-from rocketmq_spark.remoting.message import HostPort, offset_msg_id
+from rocketmq_spark.remoting.message import HostPort, MessageExt, offset_msg_id
 from rocketmq_spark.remoting.route import MessageQueue
 from rocketmq_spark.sidecar import converters as cv
 from rocketmq_spark.sidecar.model import Cluster, HealthInfo, Outgoing, PullSpec, SendBackItem
@@ -74,3 +74,16 @@ def test_send_back_message_from_offset_msg_id() -> None:
         message_for_send_back(SendBackItem(offset_msg_id="XYZ", origin_topic="t"))
     with pytest.raises(ConfigError, match="origin_topic"):
         message_for_send_back(SendBackItem(commit_log_offset=5, broker_name="b"))
+
+
+def test_indexed_messages_round_trip() -> None:
+    """QueryMessages' records: the queue is the record's own topic on the answering broker;
+    absent KEYS and UNIQ_KEY stay absent (the msg_id is then the offset message id)."""
+    store = HostPort("10.0.0.5", 10911)
+    with_keys = MessageExt("t", b"x", queue_id=2, queue_offset=7, commit_log_offset=100, store_host=store,
+                           properties={"KEYS": "a b", "UNIQ_KEY": "U1"})
+    bare = MessageExt("t", b"y", queue_id=1, queue_offset=3, commit_log_offset=200, store_host=store)
+    a, b = (cv.indexed_from_pb(cv.indexed_to_pb("broker-a", m)) for m in (with_keys, bare))
+    assert (a.queue, a.queue_offset, a.keys, a.uniq_key, a.msg_id) == (MessageQueue("t", "broker-a", 2), 7, "a b",
+                                                                       "U1", "U1")
+    assert (b.keys, b.uniq_key, b.msg_id) == (None, None, offset_msg_id(store, 200))

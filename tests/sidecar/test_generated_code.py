@@ -26,6 +26,6 @@ def test_generated_code_imports_as_a_package() -> None:
 
     assert sidecar_pb2.DESCRIPTOR.package == "rocketmq_spark.sidecar.v1"
     names = set(sidecar_pb2.DESCRIPTOR.services_by_name["Sidecar"].methods_by_name)
-    assert names == {"Health", "GetQueues", "GetOffsets", "SearchOffsets", "Lock", "Unlock",
+    assert names == {"Health", "GetQueues", "GetOffsets", "SearchOffsets", "QueryMessages", "Lock", "Unlock",
                      "RegisterConsumer", "UnregisterConsumer", "Pull", "CommitOffsets", "Send", "SendBack", "CommitTransaction", "AbortTransaction"}
     assert hasattr(sidecar_pb2_grpc, "SidecarStub")

@@ -8,8 +8,10 @@ import datetime as dt
 import pytest
 
 from rocketmq_spark.remoting.route import MessageQueue
-from rocketmq_spark.spark import features
-from rocketmq_spark.spark.pushdown import NOTHING, Pushed, push
+from rocketmq_spark.sidecar.model import Indexed
+from rocketmq_spark.spark import batch_reader, features, link
+from rocketmq_spark.spark.planner import QueueRange
+from rocketmq_spark.spark.pushdown import NOTHING, Lookup, Pushed, push
 
 if not features.FILTER_PUSHDOWN:
     pytest.skip("pyspark before 4.1 has no Filter classes: Spark keeps every filter",
@@ -42,7 +44,15 @@ CASES = [
     ("queue id given as a string", [EqualTo(("queue_id",), "1")], NOTHING, [0]),
     ("null equality", [EqualTo(("queue_id",), None)], NOTHING, [0]),
     ("in only nulls", [In(("tags",), (None,))], NOTHING, [0]),
-    ("other columns and kinds", [EqualTo(("keys",), "k"), IsNotNull(("tags",)),
+    ("keys equality: looked up, checked by Spark too", [EqualTo(("keys",), "k a")],
+     Pushed(lookup=Lookup("keys", "k a")), [0]),
+    ("msg_id equality: looked up", [EqualTo(("msg_id",), "7F00000100002A9F0000000000000000")],
+     Pushed(lookup=Lookup("msg_id", "7F00000100002A9F0000000000000000")), [0]),
+    ("one lookup a read", [EqualTo(("keys",), "a"), EqualTo(("msg_id",), "b")],
+     Pushed(lookup=Lookup("keys", "a")), [0, 1]),
+    ("keys with no key in them", [EqualTo(("keys",), " "), EqualTo(("msg_id",), ""), EqualTo(("keys",), 3)],
+     NOTHING, [0, 1, 2]),
+    ("other columns and kinds", [In(("keys",), ("k",)), IsNotNull(("tags",)),
                                  Not(EqualTo(("queue_id",), 1)), StringStartsWith(("topic",), "t"),
                                  GreaterThan(("queue_offset",), 5)], NOTHING, [0, 1, 2, 3, 4]),
     ("store time >= whole ms", [GreaterThanOrEqual(("store_timestamp",), at(1000))],
@@ -89,3 +99,41 @@ def test_what_a_pushed_set_reads():
     assert tags.sub_expression("B || C") == "B"
     assert tags.sub_expression("C") == ""
     assert NOTHING.sub_expression("C || D") == "C || D"
+
+
+def test_the_key_a_lookup_asks_for():
+    assert (Lookup("keys", "order-1").key, Lookup("keys", " a  order-10 b ").key) == ("order-1", "order-10")
+    assert (Lookup("msg_id", " x").key, Lookup("msg_id", "x").max_num, Lookup("keys", "x").max_num) == (" x", 32, 64)
+
+
+class _Sidecar:
+    """What QueryMessages answers, by broker (a fake for the lookup's pure rules)."""
+
+    def __init__(self, answers):
+        self.answers = answers
+
+    def query_messages(self, cluster, topic, key, *, unique, max_num, brokers):
+        return {b: found for b, found in self.answers.items() if b in brokers}
+
+
+def _lookup_ranges(monkeypatch, answers, todo, lookup):
+    fake = _Sidecar({b: [Indexed(MessageQueue("t", b, q), o, k, None, f"{b}{o}") for q, o, k in found]
+                     for b, found in answers.items()})
+    monkeypatch.setattr(link, "call", lambda sidecar, fn: fn(fake))
+    monkeypatch.setattr(link, "cluster_of", lambda opts: "ns")
+    reader = batch_reader.RocketMQPushdownBatchReader.__new__(batch_reader.RocketMQPushdownBatchReader)
+    reader.opts = type("O", (), {"sidecar": "s"})()
+    reader.pushed = Pushed(lookup=lookup)
+    return reader._looked_up([QueueRange(MessageQueue("t", b, q), s, e) for b, q, s, e in todo])
+
+
+def test_a_lookup_keeps_whole_keys_in_range_and_scans_when_unsure(monkeypatch):
+    todo = [("a", 0, 0, 10), ("b", 0, 5, 10)]
+    got = _lookup_ranges(monkeypatch, {"a": [(0, 3, "k"), (0, 4, "k x"), (0, 12, "k")], "b": [(0, 2, "k"), (0, 6, "k")]},
+                         todo, Lookup("keys", "k"))
+    assert got == [QueueRange(MessageQueue("t", "a", 0), 3, 4), QueueRange(MessageQueue("t", "b", 0), 6, 7)]
+    # broker b has no master: it did not answer, so the read scans
+    assert _lookup_ranges(monkeypatch, {"a": [(0, 3, "k")]}, todo, Lookup("keys", "k")) is None
+    # a full answer may have been cut
+    full = {"a": [(0, i % 10, "k") for i in range(64)], "b": []}
+    assert _lookup_ranges(monkeypatch, full, todo, Lookup("keys", "k")) is None

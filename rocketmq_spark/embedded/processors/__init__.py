@@ -45,6 +45,7 @@ HANDLERS: dict[int, Handler] = {
     R.SEARCH_OFFSET_BY_TIMESTAMP: admin.handle_search_offset,
     R.GET_EARLIEST_MSG_STORETIME: admin.handle_earliest_time,
     R.VIEW_MESSAGE_BY_ID: admin.handle_view_message,
+    R.QUERY_MESSAGE: admin.handle_query_message,
     R.UPDATE_AND_CREATE_TOPIC: admin.handle_create_topic,
     R.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: admin.handle_create_subscription_group,
     R.GET_ALL_TOPIC_CONFIG: admin.handle_all_topic_config,

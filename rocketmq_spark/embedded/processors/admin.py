@@ -1,4 +1,4 @@
-"""Queue metadata (29-33) and admin requests (17, 21, 28, 202, 203, 204, 208), as 4.9.8 answers.
+"""Queue metadata (29-33), QUERY_MESSAGE (12) and admin requests (17, 21, 28, 202, 203, 204, 208), as 4.9.8 answers.
 
 Bodies with non-string map keys are written the fastjson way (bare MessageQueue objects
 as keys, section 4.2), because that is what the 4.9.8 broker sends.
@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from rocketmq_spark.embedded.processors.base import BrokerContext, Call, Refuse
+from rocketmq_spark.embedded.store.index import UNIQUE_QUERY_NUM
 from rocketmq_spark.embedded.topics import MAX_QUEUE_NUMS, TopicConfig, is_system_topic, validate_topic
 from rocketmq_spark.embedded.groups import SubscriptionGroupConfig
 from rocketmq_spark.remoting.bodies import ConsumeStats, OffsetWrapper, dumps, loads_object
@@ -20,7 +21,8 @@ from rocketmq_spark.remoting.codes import SERVER_VERSION, ResponseCode
 from rocketmq_spark.remoting.command import RemotingCommand
 from rocketmq_spark.remoting.headers import (CreateTopicRequestHeader, GetConsumeStatsRequestHeader,
                                              GetConsumerListRequestHeader, GetProducerConnectionListRequestHeader,
-                                             QueueRequestHeader, SearchOffsetRequestHeader, TopicRequestHeader,
+                                             QueryMessageRequestHeader, QueueRequestHeader,
+                                             SearchOffsetRequestHeader, TopicRequestHeader, UNIQUE_KEY_QUERY,
                                              ViewMessageRequestHeader)
 from rocketmq_spark.remoting.route import MessageQueue
 
@@ -54,6 +56,24 @@ def handle_view_message(broker: BrokerContext, call: Call) -> RemotingCommand:
     if record is None:
         raise Refuse(ResponseCode.SYSTEM_ERROR, f"can not find message by the offset, {h.offset}")
     return call.answer(ResponseCode.SUCCESS, body=record)
+
+
+def handle_query_message(broker: BrokerContext, call: Call) -> RemotingCommand:
+    """QUERY_MESSAGE as QueryMessageProcessor answers: the records concatenated, or
+    QUERY_NOT_FOUND; both carry the index's last update (time and commit-log offset)."""
+    h = QueryMessageRequestHeader.from_ext(call.ext)
+    unique = (call.ext or {}).get(UNIQUE_KEY_QUERY) == "true"
+    records = broker.store.query(h.topic, h.key, UNIQUE_QUERY_NUM if unique else h.max_num,
+                                 h.begin_timestamp, h.end_timestamp)
+    index = broker.store.index
+    # a live 5.5.0 says 0 and 0 when it found nothing
+    found = bool(records)
+    ext = {"indexLastUpdateTimestamp": str(index.last_update_ms if found else 0),
+           "indexLastUpdatePhyoffset": str(index.last_update_phys if found else 0)}
+    if not found:
+        return call.answer(ResponseCode.QUERY_NOT_FOUND, "can not find message, maybe time range not correct",
+                           ext=ext)
+    return call.answer(ResponseCode.SUCCESS, ext=ext, body=b"".join(records))
 
 
 # ---------------------------------------------------------------- topics

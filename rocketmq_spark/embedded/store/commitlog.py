@@ -60,6 +60,8 @@ class RecordInfo:
     store_timestamp: int
     tags: str | None
     sys_flag: int = 0
+    keys: str | None = None        # the KEYS and UNIQ_KEY properties (the message index)
+    uniq_key: str | None = None
 
 
 def parse_record(buf: bytes | memoryview, pos: int, base: int) -> RecordInfo:
@@ -101,8 +103,11 @@ def parse_record(buf: bytes | memoryview, pos: int, base: int) -> RecordInfo:
         props = bytes(buf[p:end]).decode("utf-8")
     except (struct.error, IndexError, UnicodeDecodeError) as exc:
         raise BadRecord(f"malformed record: {exc}") from None
-    tags = decode_properties(props).get("TAGS") if "TAGS\x01" in props else None
-    return RecordInfo(phys, size, topic, queue_id, queue_offset, store_ts, tags, sys_flag)
+    # decoded only when a property the store needs is there (most records: TAGS at most)
+    named = decode_properties(props) if ("TAGS\x01" in props or "KEYS\x01" in props
+                                         or "UNIQ_KEY\x01" in props) else {}
+    return RecordInfo(phys, size, topic, queue_id, queue_offset, store_ts, named.get("TAGS"), sys_flag,
+                      named.get("KEYS"), named.get("UNIQ_KEY"))
 
 
 class _Segment:

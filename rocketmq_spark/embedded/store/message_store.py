@@ -39,9 +39,10 @@ from rocketmq_spark.embedded.clock import Clock
 from rocketmq_spark.embedded.store.commitlog import (DEFAULT_SEGMENT_SIZE, CommitLog,
                                                      DurableCallback, RecordInfo, parse_record)
 from rocketmq_spark.embedded.store.consumequeue import ConsumeQueue
+from rocketmq_spark.embedded.store.index import MAX_QUERY_NUM, KeyIndex, index_keys
 from rocketmq_spark.remoting.codes import DELAY_LEVELS_MS, SCHEDULE_TOPIC, MessageSysFlag
-from rocketmq_spark.remoting.message import (HostPort, MessageExt, encode_message, encode_properties,
-                                             offset_msg_id, tags_code)
+from rocketmq_spark.remoting.message import (PROP_KEYS, PROP_UNIQ_KEY, HostPort, MessageExt, encode_message,
+                                             encode_properties, offset_msg_id, tags_code)
 
 log = logging.getLogger(__name__)
 
@@ -148,6 +149,7 @@ class MessageStore:
         self._last_ts = 0
         self._listeners: list[ArrivalListener] = []
         self._lock_fd: int | None = None
+        self.index = KeyIndex()
 
     # ------------------------------------------------------------ life cycle
 
@@ -178,6 +180,7 @@ class MessageStore:
         def on_record(info: RecordInfo) -> None:
             nonlocal last_ts
             last_ts = max(last_ts, info.store_timestamp)
+            self._index(info.topic, info.sys_flag, info.uniq_key, info.keys, info.phys, info.store_timestamp)
             if not indexed(info.sys_flag):
                 return
             key = (info.topic, info.queue_id)
@@ -219,6 +222,12 @@ class MessageStore:
 
     # ------------------------------------------------------------ writing
 
+    def _index(self, topic: str, sys_flag: int, uniq_key: str | None, keys: str | None,
+               phys: int, store_ts: int) -> None:
+        filed = index_keys(sys_flag, uniq_key, keys)
+        if filed:
+            self.index.add(topic, filed, phys, store_ts)
+
     def add_listener(self, listener: ArrivalListener) -> None:
         self._listeners.append(listener)
 
@@ -247,6 +256,8 @@ class MessageStore:
                     record = bytearray(encode_message(replace(
                         m, queue_offset=0, commit_log_offset=0, store_timestamp=now, store_host=self.store_host)))
                     phys = self.commitlog.append(record)
+                    self._index(m.topic, m.sys_flag, m.properties.get(PROP_UNIQ_KEY),
+                                m.properties.get(PROP_KEYS), phys, now)
                     stored.append(Stored(m.topic, m.queue_id, 0, phys, len(record),
                                          offset_msg_id(self.store_host, phys)))
                     continue
@@ -255,6 +266,8 @@ class MessageStore:
                     m, queue_offset=cq.max_offset, commit_log_offset=0, store_timestamp=now,
                     store_host=self.store_host)))
                 phys = self.commitlog.append(record)
+                self._index(m.topic, m.sys_flag, m.properties.get(PROP_UNIQ_KEY),
+                            m.properties.get(PROP_KEYS), phys, now)
                 tag = self._tag_code(m.topic, m.queue_id, m.properties.get("TAGS"), now)
                 qoff = cq.append(phys, len(record), tag, now)
                 stored.append(Stored(m.topic, m.queue_id, qoff, phys, len(record),
@@ -294,6 +307,8 @@ class MessageStore:
                 start = info.phys - base
                 self.commitlog.append(bytearray(data[start:start + info.size]))
                 self._last_ts = max(self._last_ts, info.store_timestamp)
+                self._index(info.topic, info.sys_flag, info.uniq_key, info.keys, info.phys,
+                            info.store_timestamp)
                 if not indexed(info.sys_flag):
                     continue
                 cq = self._queue(info.topic, info.queue_id)
@@ -379,6 +394,20 @@ class MessageStore:
     def message_at(self, commit_log_offset: int) -> bytes | None:
         """The record that starts at ``commit_log_offset`` (VIEW_MESSAGE_BY_ID, send-back)."""
         return self.commitlog.read_record_at(commit_log_offset)
+
+    def query(self, topic: str, key: str, max_num: int, begin_ms: int, end_ms: int) -> list[bytes]:
+        """QUERY_MESSAGE: the newest ``max_num`` (at most ``MAX_QUERY_NUM``) records filed
+        under ``topic#key`` stored in ``[begin_ms, end_ms]``, oldest first (the order a live
+        5.5.0 answers in); records of deleted commit-log segments are gone from the answer."""
+        out: list[bytes] = []
+        limit = min(max_num, MAX_QUERY_NUM)
+        for phys in self.index.find(topic, key):
+            if len(out) >= limit:
+                break
+            record = self.commitlog.read_record_at(phys) if phys >= self.commitlog.min_offset else None
+            if record is not None and begin_ms <= parse_record(record, 0, phys).store_timestamp <= end_ms:
+                out.append(record)
+        return out[::-1]
 
     def get(self, topic: str, queue_id: int, offset: int, max_nums: int,
             accept: Callable[[int], bool] | None = None,

@@ -132,6 +132,52 @@ class SearchOffsetsResponse(_message.Message):
     offsets: _containers.RepeatedCompositeFieldContainer[QueueOffset]
     def __init__(self, offsets: _Optional[_Iterable[_Union[QueueOffset, _Mapping]]] = ...) -> None: ...
 
+class QueryMessagesRequest(_message.Message):
+    __slots__ = ("cluster", "topic", "key", "unique", "max_num", "brokers")
+    CLUSTER_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    UNIQUE_FIELD_NUMBER: _ClassVar[int]
+    MAX_NUM_FIELD_NUMBER: _ClassVar[int]
+    BROKERS_FIELD_NUMBER: _ClassVar[int]
+    cluster: Cluster
+    topic: str
+    key: str
+    unique: bool
+    max_num: int
+    brokers: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, cluster: _Optional[_Union[Cluster, _Mapping]] = ..., topic: _Optional[str] = ..., key: _Optional[str] = ..., unique: _Optional[bool] = ..., max_num: _Optional[int] = ..., brokers: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class IndexedMessage(_message.Message):
+    __slots__ = ("queue", "queue_offset", "keys", "uniq_key", "has_keys", "offset_msg_id")
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    KEYS_FIELD_NUMBER: _ClassVar[int]
+    UNIQ_KEY_FIELD_NUMBER: _ClassVar[int]
+    HAS_KEYS_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_MSG_ID_FIELD_NUMBER: _ClassVar[int]
+    queue: MessageQueue
+    queue_offset: int
+    keys: str
+    uniq_key: str
+    has_keys: bool
+    offset_msg_id: str
+    def __init__(self, queue: _Optional[_Union[MessageQueue, _Mapping]] = ..., queue_offset: _Optional[int] = ..., keys: _Optional[str] = ..., uniq_key: _Optional[str] = ..., has_keys: _Optional[bool] = ..., offset_msg_id: _Optional[str] = ...) -> None: ...
+
+class BrokerAnswer(_message.Message):
+    __slots__ = ("broker_name", "found")
+    BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
+    FOUND_FIELD_NUMBER: _ClassVar[int]
+    broker_name: str
+    found: _containers.RepeatedCompositeFieldContainer[IndexedMessage]
+    def __init__(self, broker_name: _Optional[str] = ..., found: _Optional[_Iterable[_Union[IndexedMessage, _Mapping]]] = ...) -> None: ...
+
+class QueryMessagesResponse(_message.Message):
+    __slots__ = ("answers",)
+    ANSWERS_FIELD_NUMBER: _ClassVar[int]
+    answers: _containers.RepeatedCompositeFieldContainer[BrokerAnswer]
+    def __init__(self, answers: _Optional[_Iterable[_Union[BrokerAnswer, _Mapping]]] = ...) -> None: ...
+
 class LockRequest(_message.Message):
     __slots__ = ("cluster", "consumer_group", "owner_id", "queues", "keep_renewed", "holder")
     CLUSTER_FIELD_NUMBER: _ClassVar[int]

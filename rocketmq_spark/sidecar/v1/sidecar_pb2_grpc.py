@@ -54,6 +54,11 @@ class SidecarStub:
                 request_serializer=rocketmq__spark_dot_sidecar_dot_v1_dot_sidecar__pb2.SearchOffsetsRequest.SerializeToString,
                 response_deserializer=rocketmq__spark_dot_sidecar_dot_v1_dot_sidecar__pb2.SearchOffsetsResponse.FromString,
                 _registered_method=True)
+        self.QueryMessages = channel.unary_unary(
+                '/rocketmq_spark.sidecar.v1.Sidecar/QueryMessages',
+                request_serializer=rocketmq__spark_dot_sidecar_dot_v1_dot_sidecar__pb2.QueryMessagesRequest.SerializeToString,
+                response_deserializer=rocketmq__spark_dot_sidecar_dot_v1_dot_sidecar__pb2.QueryMessagesResponse.FromString,
+                _registered_method=True)
         self.Lock = channel.unary_unary(
                 '/rocketmq_spark.sidecar.v1.Sidecar/Lock',
                 request_serializer=rocketmq__spark_dot_sidecar_dot_v1_dot_sidecar__pb2.LockRequest.SerializeToString,
@@ -128,6 +133,12 @@ class SidecarServicer:
         raise NotImplementedError('Method not implemented!')
 
     def SearchOffsets(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def QueryMessages(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -215,6 +226,11 @@ def add_SidecarServicer_to_server(servicer, server):
                     servicer.SearchOffsets,
                     request_deserializer=rocketmq__spark_dot_sidecar_dot_v1_dot_sidecar__pb2.SearchOffsetsRequest.FromString,
                     response_serializer=rocketmq__spark_dot_sidecar_dot_v1_dot_sidecar__pb2.SearchOffsetsResponse.SerializeToString,
+            ),
+            'QueryMessages': grpc.unary_unary_rpc_method_handler(
+                    servicer.QueryMessages,
+                    request_deserializer=rocketmq__spark_dot_sidecar_dot_v1_dot_sidecar__pb2.QueryMessagesRequest.FromString,
+                    response_serializer=rocketmq__spark_dot_sidecar_dot_v1_dot_sidecar__pb2.QueryMessagesResponse.SerializeToString,
             ),
             'Lock': grpc.unary_unary_rpc_method_handler(
                     servicer.Lock,
@@ -375,6 +391,33 @@ class Sidecar:
             '/rocketmq_spark.sidecar.v1.Sidecar/SearchOffsets',
             rocketmq__spark_dot_sidecar_dot_v1_dot_sidecar__pb2.SearchOffsetsRequest.SerializeToString,
             rocketmq__spark_dot_sidecar_dot_v1_dot_sidecar__pb2.SearchOffsetsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def QueryMessages(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rocketmq_spark.sidecar.v1.Sidecar/QueryMessages',
+            rocketmq__spark_dot_sidecar_dot_v1_dot_sidecar__pb2.QueryMessagesRequest.SerializeToString,
+            rocketmq__spark_dot_sidecar_dot_v1_dot_sidecar__pb2.QueryMessagesResponse.FromString,
             options,
             channel_credentials,
             insecure,
