@@ -21,7 +21,7 @@ from typing import Any, Iterator
 import pytest
 
 from rocketmq_spark.client import ClientConfig, MQClient
-from rocketmq_spark.errors import RocketMQError
+from rocketmq_spark.errors import RocketMQError, TransportError
 from rocketmq_spark.remoting.route import MessageQueue
 from rocketmq_spark.sharding import select_queue
 from rocketmq_spark.structs import Message
@@ -34,7 +34,7 @@ pytestmark = pytest.mark.embedded_only("simulates a controller election on embed
 
 QUEUES, PER_QUEUE_BEFORE, PER_QUEUE_AFTER, TAIL = 4, 100, 150, 5
 AFTER = PER_QUEUE_BEFORE + PER_QUEUE_AFTER
-N = QUEUES * (AFTER + TAIL)
+N = QUEUES * (AFTER + 2 * TAIL)
 
 
 @pytest.fixture
@@ -84,6 +84,18 @@ def _elect_slave(cluster: EmbeddedReplicated) -> str:
     return address
 
 
+def _rejoin_as_slave(cluster: EmbeddedReplicated, master: str) -> JoinedBroker:
+    """The killed master's directory served again, as brokerId 1 of the elected master. Its log
+    is a prefix of the elected master's (everything it held was replicated before the kill),
+    so it copies on from where it ends, as a controller's truncation would leave it."""
+    old = cluster.nodes[MASTER]
+    back = JoinedBroker(cluster.namesrv, "broker-a", 1, old.data_dir, old.extra + ("--master", master))
+    back.log = old.data_dir.parent / "rejoined.log"
+    back.start()
+    assert back.addr == old.addr, (back.addr, old.addr)
+    return back
+
+
 def _bodies(admin: MQClient, queue: MessageQueue) -> list[bytes]:
     out: list[bytes] = []
     while True:
@@ -129,22 +141,32 @@ def test_queries_and_the_sink_follow_a_master_elected_at_a_new_address(spark: An
     keyed_queue = select_queue(key, sink_queues)
     keyed = [(f"{key}:{i}", key) for i in range(60)]
     free = [(f"free-{i}", None) for i in range(40)]
+    later = [(f"{key}:{i}", key) for i in range(60, 80)] + [(f"free-{i}", None) for i in range(40, 60)]
     failure: list[BaseException] = []
 
-    def write() -> None:            # started while broker-a has no master: it waits for one
+    def write(rows: list[tuple[str, str | None]]) -> None:
+        # one partition: a key's order is a task's order
+        (spark.createDataFrame(rows, "body string, sharding_key string").coalesce(1).write
+         .format("rocketmq").option("nameServer", cluster.namesrv).option("topic", sink_topic)
+         .option("brokerUnavailableTimeoutMs", "180000").mode("append").save())
+
+    def write_through() -> None:    # started while broker-a has no master: it waits for one
         try:
-            (spark.createDataFrame(keyed + free, "body string, sharding_key string").coalesce(1).write
-             .format("rocketmq").option("nameServer", cluster.namesrv).option("topic", sink_topic)
-             .option("brokerUnavailableTimeoutMs", "180000").mode("append").save())
+            write(keyed + free)
         except BaseException as exc:  # noqa: BLE001 - reported below
             failure.append(exc)
 
-    writer = threading.Thread(target=write)
+    writer = threading.Thread(target=write_through)
     try:
         wait_for(lambda: failed(queries) or (orderly.count() >= PER_QUEUE_BEFORE * QUEUES
                                              and concurrent.count() >= PER_QUEUE_BEFORE * QUEUES), 180,
                  "both queries to read the first messages")
         assert not failed(queries), failed(queries)
+
+        # a client whose cached route names the old master (kept an hour): its first lock
+        # meets the dead address, and its next request asks the NameServer again
+        probe = MQClient(ClientConfig.parse(cluster.namesrv, request_timeout=10.0, route_ttl=3600.0))
+        assert probe.lock_batch("elected_probe", "probe", queues) == frozenset(queues)
 
         cluster.kill_master()
         # during the election: the NameServer drops the dead master and lists the slave alone
@@ -153,21 +175,42 @@ def test_queries_and_the_sink_follow_a_master_elected_at_a_new_address(spark: An
         new_master = _elect_slave(cluster)
         wait_for(lambda: _route(admin, topic) == {0: new_master}, 60, "the route to name the elected master")
         assert new_master != old_master
+        try:
+            with pytest.raises(TransportError):
+                probe.lock_batch("elected_probe", "probe", queues)
+            assert probe.lock_batch("elected_probe", "probe", queues) == frozenset(queues)
+            probe.update_consumer_offset("elected_probe", queues[0], 7)
+            assert admin.query_consumer_offset("elected_probe", queues[0]) == 7
+        finally:
+            probe.close()
 
         send(PER_QUEUE_BEFORE, AFTER)
         wait_for(lambda: failed(queries) or (orderly.count() >= AFTER * QUEUES and concurrent.count() >= AFTER * QUEUES),
                  240, "both queries to read the new master's messages")
         send(AFTER, AFTER + TAIL)       # one batch more: Spark commits a batch's offsets when it plans the next
-        wait_for(lambda: failed(queries) or (orderly.count() >= N and concurrent.count() >= N), 240,
+        wait_for(lambda: failed(queries) or (orderly.count() >= N - QUEUES * TAIL
+                                             and concurrent.count() >= N - QUEUES * TAIL), 240,
                  "both queries to read everything from the elected master")
+        assert not failed(queries), failed(queries)
+
+        # the old master comes back as a slave of the elected one at its old address (as a
+        # controller makes it): a client that kept that address as the master's would now
+        # send, lock and commit to a slave
+        cluster.nodes[MASTER] = _rejoin_as_slave(cluster, new_master)
+        wait_for(lambda: _route(admin, topic) == {0: new_master, 1: old_master}, 60,
+                 "the route to name the old master as a slave")
+        send(AFTER + TAIL, AFTER + 2 * TAIL)
+        wait_for(lambda: failed(queries) or (orderly.count() >= N and concurrent.count() >= N), 240,
+                 "both queries to read what was sent after the old master came back")
         assert not failed(queries), failed(queries)
         assert all(q.isActive for q in queries)
         # the offsets read from the elected master are committed to it
         for mode in ("orderly", "concurrent"):
-            wait_for(lambda: all((admin.query_consumer_offset(f"{topic}_{mode}", q) or 0) >= AFTER for q in queues),
-                     60, f"the {mode} query's offsets on the elected master")
+            wait_for(lambda: all((admin.query_consumer_offset(f"{topic}_{mode}", q) or 0) >= AFTER + TAIL
+                                 for q in queues), 60, f"the {mode} query's offsets on the elected master")
         writer.join(240)
         assert not writer.is_alive() and not failure, failure
+        write(later)                # the sink goes to the elected master, not to the old address
     finally:
         for q in queries:
             q.stop()
@@ -180,11 +223,12 @@ def test_queries_and_the_sink_follow_a_master_elected_at_a_new_address(spark: An
         assert {(qid, off): body for qid, off, body in got} == sent, f"{name}: bodies differ from what was sent"
     for qid in range(QUEUES):
         offsets = [off for q, off, _ in orderly.rows if q == qid]
-        assert offsets == list(range(AFTER + TAIL)), f"orderly queue {qid} out of order"
+        assert offsets == list(range(AFTER + 2 * TAIL)), f"orderly queue {qid} out of order"
 
     # the sink: each row stored once on the elected master, the key's rows in order
     stored = {q.queue_id: _bodies(admin, q) for q in sink_queues}
     everything = sorted(b for bodies in stored.values() for b in bodies)
-    assert everything == sorted(r[0].encode() for r in keyed + free)
-    assert [b for b in stored[keyed_queue.queue_id] if b.startswith(key.encode())] == [r[0].encode() for r in keyed]
+    assert everything == sorted(r[0].encode() for r in keyed + free + later)
+    assert [b for b in stored[keyed_queue.queue_id] if b.startswith(key.encode() + b":")] == \
+        [r[0].encode() for r in keyed + later if r[1] == key]
 
