@@ -8,8 +8,11 @@ record per address). Embedded brokers have no controller, so the election is mad
 the slave process is stopped (it unregisters) and started again on its directory with
 ``--broker-id 0`` (it keeps its port). An orderly and a concurrent query running through
 it read on from the new master without a restart, every message once, the orderly one
-each queue in order; the sink's keyed and unkeyed rows written across it are stored once,
-a key's rows in order."""
+each queue in order, offsets committed to it; the sink's keyed and unkeyed rows written
+across it are stored once, a key's rows in order. Then the old master comes back as the
+new one's slave at its old address (what a controller makes of it), and reads and writes
+go on to the new master. A client whose cached route still names the dead master asks the
+NameServer again after its first failed lock (``MQClient._master_failed``)."""
 
 from __future__ import annotations
 
@@ -25,7 +28,7 @@ from rocketmq_spark.errors import RocketMQError, TransportError
 from rocketmq_spark.remoting.route import MessageQueue
 from rocketmq_spark.sharding import select_queue
 from rocketmq_spark.structs import Message
-from tests.failover.conftest import MASTER, SLAVE, EmbeddedReplicated, wait_for
+from tests.failover.conftest import LAYOUT, MASTER, SLAVE, EmbeddedReplicated, _embedded, wait_for
 from tests.failover.test_stream_failover import Collected, _start, failed
 from tests.joined import JoinedBroker
 
@@ -45,22 +48,8 @@ def master_back() -> Iterator[None]:
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[EmbeddedReplicated]:
-    """broker-a: a master and its slave, each a process of its own, on a NameServer here."""
-    from rocketmq_spark.embedded import EmbeddedCluster
-
-    sync = ("--slave-sync-interval-ms", "500")
-    with EmbeddedCluster(tmp_path / "namesrv", brokers=0, namesrv_port=0) as ns:
-        nodes = {node: JoinedBroker(ns.namesrv_addr, "broker-a", broker_id, tmp_path / node, sync)
-                 for node, broker_id in ((MASTER, 0), (SLAVE, 1))}
-        admin = MQClient(ClientConfig.parse(ns.namesrv_addr, request_timeout=10.0))
-        try:
-            for node in nodes.values():
-                node.start()
-            yield EmbeddedReplicated(tmp_path, ns.namesrv_addr, admin, nodes)
-        finally:
-            admin.close()
-            for node in nodes.values():
-                node.stop()
+    """broker-a alone: a master and its slave, each a process of its own."""
+    yield from _embedded(tmp_path, LAYOUT[:2])
 
 
 def _route(admin: MQClient, topic: str) -> dict[int, str]:
