@@ -1,7 +1,7 @@
 """Chaos under load: kill the driver, the sidecar or the broker, again and again, and check
 that the orderly stream still holds every acknowledged message exactly once.
 
-    python bench/chaos.py [--cycles 10] [--seed N] [--victims driver,sidecar,broker] [--work DIR]
+    python bench/chaos.py [--cycles 10] [--seed N] [--victims driver,sidecar,broker|master] [--work DIR]
                           [--pipeline parquet|exactly-once]
 
 Setup: an embedded broker in a subprocess (``rocketmq-spark broker``, fixed data directory
@@ -19,6 +19,11 @@ Each cycle waits until a micro-batch is under way, then kills one of them with S
   broker   the broker process; started again at once on the same data directory (it
            reuses its ports). A driver whose query failed meanwhile (the error names the
            broker) is started again on its checkpoint.
+  master   (instead of ``broker``) broker-a's master, with its slave present: the run's
+           brokers are then a NameServer process and broker-a's master and slave, each a
+           process of its own (``rocketmq-spark broker --join``, tests/joined.py), the
+           topics on broker-a only; the master is started again at once on its directory
+           (its port), while the slave keeps serving reads.
 
 and measures the recovery time: from the kill until every message acknowledged before it
 is in a committed batch. Then it checks the invariants: the sink (read through its
@@ -70,13 +75,17 @@ from bench.common import (BrokerProcess, TransactionChecks, batch_end_offsets,  
 
 if TYPE_CHECKING:
     from rocketmq_spark.client import MQClient
+    from tests.joined import JoinedBroker
 
 ROOT = Path(__file__).resolve().parent.parent
 TOPIC = "chaos"
 QUEUES = 4
 GROUP = "chaos-orderly"
 LOCK_OWNER = "chaos-owner"
-VICTIMS = ("driver", "sidecar", "broker")
+VICTIMS = ("driver", "sidecar", "broker", "master")
+DEFAULT_VICTIMS = ("driver", "sidecar", "broker")
+MASTER = "master"                        # broker-a's master of the replicated layout
+SLAVE_SYNC_MS = "1000"                   # how often the slave takes its master's tables
 PARQUET, EXACTLY_ONCE = "parquet", "exactly-once"
 PIPELINES = (PARQUET, EXACTLY_ONCE)
 OUT_TOPIC = "chaos-out"                  # the exactly-once pipeline's output
@@ -517,7 +526,10 @@ class Rig:
     trigger_ms: int = 500
     pull_batch_size: int = 32
     pipeline: str = PARQUET
+    replicated: bool = False                 # broker-a master + slave of their own processes
     broker: BrokerProcess = field(init=False)
+    nodes: dict[str, "JoinedBroker"] = field(init=False, default_factory=dict)
+    topics: tuple[str, ...] = field(init=False, default=())     # NAME:QUEUES, created on broker-a
     producer: Producer = field(init=False)
     driver: Driver = field(init=False)
     admin: "MQClient" = field(init=False)
@@ -531,14 +543,32 @@ class Rig:
         eo = self.pipeline == EXACTLY_ONCE
         topics = (f"{TOPIC}:{QUEUES}",) + ((f"{OUT_TOPIC}:{QUEUES}",) if eo else ())
         # exactly once: half messages of a killed writer are checked back within seconds
-        self.broker = BrokerProcess(self.work / "rocketmq", topics=topics, log=self.work / "broker.log",
-                                    transactions=TransactionChecks() if eo else None)
+        checks = TransactionChecks() if eo else None
+        if not self.replicated:
+            self.broker = BrokerProcess(self.work / "rocketmq", topics=topics, log=self.work / "broker.log",
+                                        transactions=checks)
+            return
+        from tests.joined import JoinedBroker
+
+        self.broker = BrokerProcess(self.work / "namesrv", brokers=0, log=self.work / "namesrv.log")
+        extra = ("--slave-sync-interval-ms", SLAVE_SYNC_MS) + tuple(checks.args() if checks else ())
+        self.nodes = {role: JoinedBroker(self.broker.namesrv_addr, "broker-a", broker_id,
+                                         self.work / f"broker-a-{broker_id}", extra)
+                      for role, broker_id in ((MASTER, 0), ("slave", 1))}
+        self.topics = topics
 
     def start(self, timeout: float = 120.0) -> "Rig":
         from rocketmq_spark.client import ClientConfig, MQClient
 
         self.broker.start()
         self.admin = MQClient(ClientConfig.parse(self.broker.namesrv_addr, request_timeout=2.0))
+        if self.replicated:
+            for node in self.nodes.values():
+                node.start()
+            for t in self.topics:
+                name, queues = t.split(":")
+                self.admin.create_topic(name, queues=int(queues), brokers=["broker-a"])
+                self.wait(lambda: self._routed(name, int(queues)), timeout, f"the route of {name}")
         self.producer = Producer(self.broker.namesrv_addr).start()
         self.driver = Driver(self.work, self.broker.namesrv_addr, self.sidecar_dir,
                              trigger_ms=self.trigger_ms, pull_batch_size=self.pull_batch_size,
@@ -548,9 +578,15 @@ class Rig:
                   timeout, "the first committed batch with rows")
         return self
 
+    def _routed(self, topic: str, queues: int) -> bool:
+        try:
+            return len(self.admin.publish_queues(topic, refresh=True)) >= queues
+        except Exception:  # noqa: BLE001 - not routed yet
+            return False
+
     def close(self) -> None:
-        for step in (lambda: self.producer.stop(), lambda: self.driver.kill(),
-                     lambda: self.admin.close(), lambda: self.broker.stop()):
+        for step in (lambda: self.producer.stop(), lambda: self.driver.kill(), lambda: self.admin.close(),
+                     *(node.stop for node in self.nodes.values()), lambda: self.broker.stop()):
             try:
                 step()
             except Exception:  # noqa: BLE001 - tear down the rest regardless
@@ -619,6 +655,9 @@ class Rig:
         elif victim == "broker":
             self.broker.kill()
             self.broker.start()
+        elif victim == MASTER:
+            self.nodes[MASTER].kill()
+            self.nodes[MASTER].start()
         else:
             raise ValueError(f"unknown victim {victim!r}: expected one of {', '.join(VICTIMS)}")
 
@@ -675,10 +714,10 @@ class Rig:
 
 # ------------------------------------------------------------------ the cycles
 
-def run(cycles: int, seed: int, work: Path, *, victims: tuple[str, ...] = VICTIMS,
+def run(cycles: int, seed: int, work: Path, *, victims: tuple[str, ...] = DEFAULT_VICTIMS,
         pipeline: str = PARQUET, out: Callable[[str], None] = print) -> list[dict[str, object]]:
     rng = random.Random(seed)
-    rig = Rig(work, pipeline=pipeline)
+    rig = Rig(work, pipeline=pipeline, replicated=MASTER in victims)
     eo = pipeline == EXACTLY_ONCE
     rows: list[dict[str, object]] = []
     out(f"chaos: {cycles} cycles, seed {seed}, pipeline {pipeline}, work {work}")
@@ -747,8 +786,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=None, help="random seed (default: random)")
     p.add_argument("--work", default=None, help="working directory (default: a new temporary one, "
                                                 "removed afterwards)")
-    p.add_argument("--victims", default=",".join(VICTIMS),
-                   help=f"comma-separated processes to choose from (default {','.join(VICTIMS)})")
+    p.add_argument("--victims", default=",".join(DEFAULT_VICTIMS),
+                   help=f"comma-separated processes to choose from ({', '.join(VICTIMS)}; default "
+                        "driver,sidecar,broker; master runs broker-a as a master and a slave, and goes "
+                        "without broker)")
     p.add_argument("--pipeline", choices=PIPELINES, default=PARQUET,
                    help="parquet (default): the source into a parquet file sink; exactly-once: "
                         f"into the rocketmq sink, deliveryGuarantee=exactly-once, topic {OUT_TOPIC}")
@@ -759,6 +800,8 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [v for v in victims if v not in VICTIMS]
     if unknown or not victims:
         p.error(f"--victims: unknown {unknown or args.victims!r}; choose from {', '.join(VICTIMS)}")
+    if {"broker", MASTER} <= set(victims):
+        p.error("--victims: broker and master do not go together (master runs broker-a with a slave)")
     seed = args.seed if args.seed is not None else random.randrange(1 << 30)
     work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="rmq-chaos-"))
     try:

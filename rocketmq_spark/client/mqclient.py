@@ -430,7 +430,20 @@ class MQClient:
 
     def _queue_call(self, queue: MessageQueue, cmd: RemotingCommand,
                     ok: Iterable[int] = (ResponseCode.SUCCESS,)) -> RemotingCommand:
-        return self._call(self.master_addr(queue.topic, queue.broker_name), cmd, ok=ok)
+        try:
+            return self._call(self.master_addr(queue.topic, queue.broker_name), cmd, ok=ok)
+        except (BrokerError, TransportError) as exc:
+            self._master_failed(queue.topic, exc)
+            raise
+
+    def _master_failed(self, topic: str, exc: BaseException) -> None:
+        """A master request that did not reach its broker, or that a slave refused: the
+        master may have moved (a 5.x controller or DLedger elects a slave, at the slave's
+        address), so the topic's next request asks the NameServer first, not the cached
+        route of up to ``route_ttl`` seconds ago."""
+        if isinstance(exc, TransportError) or (
+                isinstance(exc, BrokerError) and exc.code == ResponseCode.SERVICE_NOT_AVAILABLE):
+            self._routes.expire(topic)
 
     def query_consumer_offset(self, group: str, queue: MessageQueue) -> int | None:
         cmd = request(RequestCode.QUERY_CONSUMER_OFFSET,
@@ -539,6 +552,7 @@ class MQClient:
                 response = self._call(addr, request(RequestCode.LOCK_BATCH_MQ, None, body))
             except (BrokerError, TransportError) as exc:
                 log.warning("locking %d queue(s) on %s failed: %s", len(mqs), broker, exc)
+                self._master_failed(mqs[0].topic, exc)
                 errors.append(exc)
                 continue
             granted |= decode_lock_ok(response.body)

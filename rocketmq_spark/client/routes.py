@@ -110,6 +110,13 @@ class RouteCache:
                               request_code=cmd.code, address=address)
         return decode_route(response.body)
 
+    def expire(self, topic: str) -> None:
+        """The next ``get`` asks the NameServers; the route stays as the fallback when none answers."""
+        with self._lock:
+            entry = self._entries.get(topic)
+            if entry is not None:
+                self._entries[topic] = _Entry(entry.route, float("-inf"))
+
     def invalidate(self, topic: str) -> None:
         with self._lock:
             self._entries.pop(topic, None)

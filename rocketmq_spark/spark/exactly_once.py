@@ -17,20 +17,23 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import time
 import uuid
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Sequence, TypeVar
 
 from pyspark.sql.datasource import WriterCommitMessage
 
-from rocketmq_spark.errors import ConfigError, RocketMQError
+from rocketmq_spark.errors import ConfigError, RocketMQError, TransportError
 from rocketmq_spark.remoting.route import MessageQueue
 from rocketmq_spark.sidecar import Outgoing
+from rocketmq_spark.sidecar.errors import SidecarUnavailable
 from rocketmq_spark.sidecar.model import TxnRef, TxnTag, check_id
 from rocketmq_spark.spark.sink_options import SinkOptions
 from rocketmq_spark.structs import HalfMessage, SendResult
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 BATCH_ID_PROPERTY = "streaming.sql.batchId"      # Spark's local property in micro-batch tasks
 
@@ -172,8 +175,8 @@ def commit(opts: SinkOptions, txn: Transactional, messages: Sequence[Any], batch
     tasks = [(m.partition, m.attempt) for m in commits]
     halves = [h for m in commits for h in m.halves()]
     ref = txn.ref(batch)
-    outcome = link.call(opts.sidecar, lambda c: c.commit_transaction(opts.cluster, opts.group, ref,
-                                                                     tasks, halves, ordered=ordered))
+    outcome = _while_brokers_away(opts, batch, txn, lambda: link.call(
+        opts.sidecar, lambda c: c.commit_transaction(opts.cluster, opts.group, ref, tasks, halves, ordered=ordered)))
     if outcome.decided_epoch != txn.epoch:
         log.warning("rocketmq sink: batch %d of %s was already committed by an earlier attempt "
                     "(%s); this attempt's %d messages were rolled back", batch, txn.txn_id,
@@ -184,6 +187,31 @@ def commit(opts: SinkOptions, txn: Transactional, messages: Sequence[Any], batch
     if outcome.recovered:
         log.warning("rocketmq sink: %d messages of an earlier, unfinished commit of %s were "
                     "committed", outcome.recovered, txn.txn_id)
+
+
+COMMIT_PAUSE_MAX = 2.0      # seconds between commit calls while a broker is away, at most
+
+
+def _while_brokers_away(opts: SinkOptions, batch: int, txn: Transactional, attempt: Callable[[], T]) -> T:
+    """``attempt()`` (the commit), again after growing pauses while a broker it needs does
+    not answer (a master killed, restarting, or replaced by an elected one), for at most
+    ``brokerUnavailableTimeoutMs``. Calling the commit again is what Spark does when a
+    query is restarted on its checkpoint: the sidecar finishes a batch already decided by
+    looking for each half message in its target queue (sidecar/transactions.py), so no
+    message is committed twice. Other errors, and the last one past the bound, are raised."""
+    deadline = time.monotonic() + opts.broker_unavailable_ms / 1000
+    pause = 0.1
+    while True:
+        try:
+            return attempt()
+        except TransportError as exc:        # the broker's, as the sidecar forwards it
+            if isinstance(exc, SidecarUnavailable) or time.monotonic() + pause > deadline:
+                raise
+            log.warning("rocketmq sink: committing batch %d of %s: %s; again in %.1f s (option "
+                        "'brokerUnavailableTimeoutMs' is %d)", batch, txn.txn_id, exc, pause,
+                        opts.broker_unavailable_ms)
+            time.sleep(pause)
+            pause = min(pause * 2, COMMIT_PAUSE_MAX)
 
 
 def abort(opts: SinkOptions, txn: Transactional, messages: Sequence[Any], batch: int) -> None:

@@ -133,14 +133,17 @@ class EmbeddedReplicated(Replicated):
         return self.nodes[MASTER].running()
 
 
-def _embedded(directory: Path) -> Iterator[Replicated]:
+LAYOUT = ((MASTER, "broker-a", 0), (SLAVE, "broker-a", 1), ("broker-b-0", "broker-b", 0))
+
+
+def _embedded(directory: Path, layout: tuple[tuple[str, str, int], ...] = LAYOUT) -> Iterator[EmbeddedReplicated]:
+    """A NameServer here and the brokers of ``layout`` (node, broker name, brokerId), each a process."""
     from rocketmq_spark.embedded import EmbeddedCluster
 
     sync = ("--slave-sync-interval-ms", "500")
     with EmbeddedCluster(directory / "namesrv", brokers=0, namesrv_port=0) as ns:
         nodes = {node: JoinedBroker(ns.namesrv_addr, name, broker_id, directory / node, sync)
-                 for node, name, broker_id in ((MASTER, "broker-a", 0), (SLAVE, "broker-a", 1),
-                                               ("broker-b-0", "broker-b", 0))}
+                 for node, name, broker_id in layout}
         admin = MQClient(ClientConfig.parse(ns.namesrv_addr, request_timeout=10.0))
         try:
             for node in nodes.values():
