@@ -44,6 +44,7 @@ class RocketMQBatchReader(DataSourceReader):
     def partitions(self) -> list[InputPartition]:  # type: ignore[override]
         if self.pushed.empty:
             return []
+        self._check_subscription()
         r = OffsetReader(self.opts)
         queues = r.queues(force=True)
         start = r.resolve_start(self.opts.starting, queues)
@@ -63,6 +64,23 @@ class RocketMQBatchReader(DataSourceReader):
         parts = plan_partitions(todo, orderly=self.opts.orderly,
                                 min_partitions=self.opts.min_partitions)
         return [RocketMQPartition.of(p) for p in parts]
+
+    def _check_subscription(self) -> None:
+        """A selector that is not TAG is checked with the brokers before anything is read, as
+        a stream checks it when it starts: the check (CHECK_CLIENT_CONFIG to every master) is
+        made when the sidecar registers a consumer, so the read joins its group under an id
+        of its own for the moment of the check. BrokerError with the brokers' code and remark
+        when they refuse it; an Apache broker would instead deliver every message to a pull
+        carrying a selector it cannot compile."""
+        o = self.opts
+        if o.sub_expression_type == "TAG":
+            return
+        import uuid
+
+        from rocketmq_spark.spark.options import consumer_data
+        cluster, client_id = link.cluster_of(o), f"{o.lock_owner}@check-{uuid.uuid4().hex[:12]}"
+        link.call(o.sidecar, lambda c: c.register_consumer(cluster, client_id, consumer_data(o)))
+        link.call(o.sidecar, lambda c: c.unregister_consumer(cluster, o.consumer_group, client_id))
 
     def _looked_up(self, todo: list[QueueRange]) -> list[QueueRange] | None:
         """The offsets of ``todo`` whose message has the pushed ``keys`` / ``msg_id``, from

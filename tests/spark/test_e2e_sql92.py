@@ -59,6 +59,33 @@ def test_a_selector_the_brokers_refuse_stops_the_query_with_their_code_and_remar
         run_available_now(df, checkpoint=str(tmp_path / "ck"), name=names("m"))
 
 
+def test_a_batch_read_with_a_selector_the_brokers_refuse_fails_with_their_code_and_remark(spark, cluster, mq,
+                                                                                         names):
+    """A batch read checks the selector first too (an Apache broker would answer a pull with
+    it with every message of the queue)."""
+    topic = names("t")
+    queues = create_topic(mq, topic, 1)
+    assert mq.send(Message(topic, b"x", properties={"n": "1"}), queue=queues[0]).status == "SEND_OK"
+    df = (spark.read.format("rocketmq").option("nameServer", cluster.namesrv_addr).option("topic", topic)
+          .option("consumerGroup", names("g")).option("subExpressionType", "SQL92").option("subExpression", "n >")
+          .load())
+    with pytest.raises(Exception, match=r"SUBSCRIPTION_PARSE_FAILED \(23\)") as refused:
+        df.collect()
+    # refused by the check before the read, not by a pull (which Apache would answer with everything)
+    assert "parse the consumer's subscription failed" not in str(refused.value)
+
+
+def test_a_batch_read_with_sql92_reads_only_matching_messages(spark, cluster, mq, names):
+    topic = names("t")
+    queues = create_topic(mq, topic, 1)
+    for i in range(6):
+        assert mq.send(Message(topic, f"m{i}".encode(), properties={"n": str(i)}), queue=queues[0]).status == "SEND_OK"
+    rows = (spark.read.format("rocketmq").option("nameServer", cluster.namesrv_addr).option("topic", topic)
+            .option("consumerGroup", names("g")).option("subExpressionType", "SQL92")
+            .option("subExpression", "n BETWEEN 2 AND 4").load().collect())
+    assert sorted(bytes(r.body) for r in rows) == [b"m2", b"m3", b"m4"]
+
+
 @pytest.mark.embedded_only("a cluster of its own with the property filter off")
 def test_brokers_without_the_property_filter_stop_the_query(spark, names, tmp_path):
     topic = names("t")
