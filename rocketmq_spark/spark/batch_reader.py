@@ -131,7 +131,12 @@ class RocketMQBatchReader(DataSourceReader):
 
 class RocketMQPushdownBatchReader(RocketMQBatchReader):
     def pushFilters(self, filters: list[Any]) -> Iterable[Any]:
-        pushed, rest = push(filters, exact=not self.opts.reads_retry_topic)
+        # tags narrow a TAG subscription only: with a SQL92 selector they stay with Spark
+        held = [] if self.opts.sub_expression_type == "TAG" else \
+            [f for f in filters if tuple(getattr(f, "attribute", ())) == ("tags",)]
+        pushed, rest = push([f for f in filters if not any(f is h for h in held)],
+                            exact=not self.opts.reads_retry_topic)
+        rest = held + rest
         self.pushed = pushed
         if pushed.tags is not None:
             # the sidecar subscribes with these tags: the broker and then the sidecar drop

@@ -137,3 +137,21 @@ def test_a_lookup_keeps_whole_keys_in_range_and_scans_when_unsure(monkeypatch):
     # a full answer may have been cut
     full = {"a": [(0, i % 10, "k") for i in range(64)], "b": []}
     assert _lookup_ranges(monkeypatch, full, todo, Lookup("keys", "k")) is None
+
+
+@pytest.mark.parametrize("expression_type, expression, pushed_tags, after", [
+    ("TAG", "*", frozenset({"A"}), "A"),
+    ("SQL92", "n > 1", None, "n > 1"),     # a SQL92 selector is not narrowed by tags
+])
+def test_tags_narrow_a_tag_subscription_only(expression_type, expression, pushed_tags, after):
+    from rocketmq_spark.spark.options import parse
+
+    opts = parse({"nameServer": "127.0.0.1:9876", "topic": "t", "subExpressionType": expression_type,
+                  "subExpression": expression}, "batch")
+    reader = batch_reader.RocketMQPushdownBatchReader(opts)
+    tag, queue = EqualTo(("tags",), "A"), EqualTo(("queue_id",), 1)
+    rest = list(reader.pushFilters([tag, queue]))
+    assert reader.pushed.tags == pushed_tags
+    assert reader.opts.sub_expression == after
+    assert any(f is tag for f in rest) == (pushed_tags is None)
+    assert reader.pushed.queue_ids == frozenset({1}) and not any(f is queue for f in rest)
