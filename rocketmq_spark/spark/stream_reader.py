@@ -51,7 +51,7 @@ from rocketmq_spark.remoting.route import MessageQueue
 from rocketmq_spark.sidecar.errors import DataLossError
 from rocketmq_spark.spark import features, link
 from rocketmq_spark.spark.features import ReadAllAvailable, ReadLimit, ReadMaxRows
-from rocketmq_spark.spark.offset_reader import Caller, OffsetReader, queue_name
+from rocketmq_spark.spark.offset_reader import Caller, OffsetReader, queue_name, transient
 from rocketmq_spark.spark.offsets import QueueOffsetMap, from_json, to_json
 from rocketmq_spark.spark.options import SourceOptions, consumer_data
 from rocketmq_spark.spark.partition import RocketMQPartition
@@ -330,7 +330,7 @@ class RocketMQStreamReader(DataSourceStreamReader, features.TriggerAvailableNowB
             self._commit(begun)
         new = [q for q in ended if q not in begun]
         if new:  # queues that appeared in this batch start at their earliest offset
-            first = self.offset_reader.earliest(new)
+            first = self._earliest_of_new(new)
             begun.update({q: min(first.get(q, ended[q]), ended[q]) for q in new})
         todo = ranges({q: begun[q] for q in ended}, ended)
         parts = plan_partitions(todo, orderly=self.opts.orderly,
@@ -339,6 +339,25 @@ class RocketMQStreamReader(DataSourceStreamReader, features.TriggerAvailableNowB
 
     def read(self, partition: InputPartition):  # type: ignore[no-untyped-def]
         return read_partition(self.opts, partition)
+
+    def _earliest_of_new(self, new: Sequence[MessageQueue]) -> QueueOffsetMap:
+        """Where the queues that appeared in this batch start. Spark fails the query on any
+        error of planning, so a broker that does not answer (a master killed, or replaced by
+        an elected one, the route not yet refreshed) is asked again after growing pauses, for
+        at most ``brokerUnavailableTimeoutMs``, as ``latestOffset`` waits for it."""
+        deadline = self._clock() + self.opts.broker_unavailable_ms / 1000
+        pause = 0.1
+        while True:
+            try:
+                return self.offset_reader.earliest(new)
+            except RocketMQError as exc:
+                if not transient(exc) or self._clock() + pause > deadline:
+                    raise
+                log.warning("the earliest offsets of %s: %s; asking again in %.1f s (option "
+                            "'brokerUnavailableTimeoutMs' is %d)", ", ".join(queue_name(q) for q in new),
+                            exc, pause, self.opts.broker_unavailable_ms)
+            self._sleep(pause)
+            pause = min(pause * 2, 2.0)
 
     # ------------------------------------------------------------ progress and shutdown
 

@@ -531,3 +531,39 @@ def test_a_new_query_s_first_call_starts_at_starting_offsets_unbounded_and_keeps
                 maxMessagesPerTrigger="40")
     assert r2.latestOffset() == js({q(0): 100, q(1): 0})      # the held queue does not move
     assert r2.initialOffset() == js({q(0): 0, q(1): 0})
+
+
+def test_a_new_queue_whose_broker_does_not_answer_while_planning_is_asked_again_within_the_timeout(caplog):
+    """A queue that appeared in the batch (e.g. %RETRY%<group> created after a master was
+    replaced) needs its earliest offset while Spark plans; a broker that does not answer
+    then is asked again (any planning error fails the query), within the timeout."""
+    from rocketmq_spark.errors import TransportError
+
+    clock = Clock()
+    slept: list[float] = []
+
+    def sleep(s: float) -> None:
+        slept.append(s)
+        clock.now += s
+        if len(slept) == 3:              # the route refreshed: the broker answers again
+            broker.down.clear()
+
+    broker = Broker(maxs={q(0): 10})
+    r = reader(broker, clock, sleep, startingOffsets="latest", brokerUnavailableTimeoutMs="10000")
+    start = r.initialOffset()
+    broker.maxs[q(1)] = 7
+    broker.mins[q(1)] = 2
+    clock.now += 10
+    end = r.latestOffset(start, ReadAllAvailable())
+    broker.down.add("broker-a")
+    with caplog.at_level("WARNING", logger="rocketmq_spark.spark.stream_reader"):
+        assert r.partitions(start, end) == [RocketMQPartition(T, "broker-a", 1, 2, 7)]
+    assert slept == [0.1, 0.2, 0.4]
+    assert any("option 'brokerUnavailableTimeoutMs' is 10000" in m for m in caplog.messages)
+
+    broker.down.add("broker-a")          # for good: the timeout ends the wait
+    slept.clear()
+    with pytest.raises(TransportError, match="Connection refused"):
+        reader(broker, clock, lambda s: (slept.append(s), setattr(clock, "now", clock.now + s)),
+               brokerUnavailableTimeoutMs="1000").partitions(start, end)
+    assert sum(slept) <= 1.0 and slept
