@@ -276,13 +276,7 @@ class MessageStore:
             end = self.commitlog.max_offset
             if self.dispatch_lag_ms:
                 self._undispatched.append((now, end))
-        for (topic, qid), tags in grown.items():
-            max_offset = self._queues[(topic, qid)].max_offset
-            for listener in self._listeners:
-                try:
-                    listener(topic, qid, max_offset, tags)
-                except Exception:
-                    log.exception("store: arrival listener failed")
+        self._tell_arrivals(grown)
         return PutResult(tuple(stored), end, now)
 
     def put_replicated(self, data: bytes, base: int) -> int:
@@ -323,6 +317,12 @@ class MessageStore:
                 cq.append(info.phys, info.size, tag, info.store_timestamp)
                 grown.setdefault((info.topic, info.queue_id), []).append(tag)
             end = self.commitlog.max_offset
+        self._tell_arrivals(grown)
+        return end
+
+    def _tell_arrivals(self, grown: dict[tuple[str, int], list[int]]) -> None:
+        """The arrival listeners (long polling, the delay timer, ...): which queues grew,
+        to what max offset, with the new entries' tag codes. Called outside the lock."""
         for (topic, qid), tags in grown.items():
             max_offset = self._queues[(topic, qid)].max_offset
             for listener in self._listeners:
@@ -330,7 +330,6 @@ class MessageStore:
                     listener(topic, qid, max_offset, tags)
                 except Exception:
                     log.exception("store: arrival listener failed")
-        return end
 
     def when_durable(self, end_offset: int, callback: DurableCallback) -> None:
         self.commitlog.when_durable(end_offset, callback)
