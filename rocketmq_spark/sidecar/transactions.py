@@ -26,7 +26,8 @@ Check-backs (CHECK_TRANSACTION_STATE) are answered from the log: ROLLBACK for a 
 message of a decided batch that its decision does not accept, or that the finished batch
 no longer needs (its committed copy is already delivered, and a rollback only marks the
 half message resolved); UNKNOWN while the batch is undecided, and while its commits are in
-progress: only the committer commits, so that no half message is ever committed twice.
+progress: only the committer commits, so that no half message is ever committed twice. An
+UNKNOWN is not sent: the broker asks again at its next check either way.
 """
 
 from __future__ import annotations
@@ -268,13 +269,19 @@ class Transactions:
             log.info("check-back for %s of %s batch %d: the transaction log cannot be read now "
                      "(%s); left to the next check", header.msg_id, tag.txn_id, tag.batch, exc)
             return
-        name = {TransactionState.COMMIT: "COMMIT", TransactionState.ROLLBACK: "ROLLBACK",
-                TransactionState.UNKNOWN: "UNKNOWN"}[state]
-        # UNKNOWN is the answer to every half message of a batch still being written or
-        # committed (tens of thousands in a large batch): logged only when debugging
-        log.log(logging.DEBUG if state == TransactionState.UNKNOWN else logging.INFO,
-                "check-back for half message %s of %s batch %d attempt %s: %s", header.msg_id,
-                tag.txn_id, tag.batch, tag.epoch, name)
+        if state == TransactionState.UNKNOWN:
+            # The answer to every half message of a batch still being written or committed
+            # (tens of thousands in a large batch). Not sent: a broker does nothing with an
+            # UNKNOWN answer but queue it behind the commits (Apache's EndTransactionProcessor
+            # returns at once for it), and asks again at its next check either way. Answered,
+            # a 50,000-row write against a broker checking every 5 s queued 14,224 of them
+            # ahead of the commits, which the broker then refused as busy (TIMEOUT_CLEAN_QUEUE).
+            log.debug("check-back for half message %s of %s batch %d attempt %s: undecided, "
+                      "not answered", header.msg_id, tag.txn_id, tag.batch, tag.epoch)
+            return
+        name = {TransactionState.COMMIT: "COMMIT", TransactionState.ROLLBACK: "ROLLBACK"}[state]
+        log.info("check-back for half message %s of %s batch %d attempt %s: %s", header.msg_id,
+                 tag.txn_id, tag.batch, tag.epoch, name)
         target = HalfMessage(MessageQueue(half.topic, "", half.queue_id), header.commit_log_offset,
                              header.tran_state_table_offset,
                              header.msg_id or half.properties.get(PROP_UNIQ_KEY, ""))
