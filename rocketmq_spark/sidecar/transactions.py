@@ -27,16 +27,19 @@ message of a decided batch that its decision does not accept, or that the finish
 no longer needs (its committed copy is already delivered, and a rollback only marks the
 half message resolved); UNKNOWN while the batch is undecided, and while its commits are in
 progress: only the committer commits, so that no half message is ever committed twice. An
-UNKNOWN is not sent: the broker asks again at its next check either way.
+UNKNOWN is not sent: the broker asks again at its next check either way. Nor is any answer
+to a broker that a commit, rollback or recovery is sending END_TRANSACTIONs to at that
+moment: the answers would queue in the broker ahead of the commits.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
-from collections import deque
-from typing import Callable, Iterable, Sequence
+from collections import Counter, deque
+from typing import Callable, Iterable, Iterator, Sequence
 
 from rocketmq_spark.client import MQClient
 from rocketmq_spark.client.transport import PendingCall
@@ -80,6 +83,9 @@ class Transactions:
         self._mutex = threading.Lock()
         # One commit (or recovery) of a transactional id at a time in this process.
         self._id_locks: dict[str, threading.Lock] = {}
+        # Brokers (addresses) that END_TRANSACTIONs of a commit, rollback or recovery are going
+        # to now: their check-backs are not answered meanwhile (see answer_check).
+        self._ending: Counter[str] = Counter()
         self._sleep = sleep
 
     def log_of(self, client: MQClient, topic: str) -> TxnLog:
@@ -92,6 +98,31 @@ class Transactions:
     def _id_lock(self, txn_id: str) -> threading.Lock:
         with self._mutex:
             return self._id_locks.setdefault(txn_id, threading.Lock())
+
+    def ending(self, client: MQClient, group: str, halves: Sequence[HalfMessage], state: int,
+               per_queue: int = 1) -> int:
+        """``end_all``, with the brokers it goes to marked as busy ending transactions."""
+        addresses = {client.master_addr(q.topic, q.broker_name) for q in {h.queue for h in halves}}
+        with self._ending_to(addresses):
+            return self.end_all(client, group, halves, state, per_queue=per_queue)
+
+    @contextlib.contextmanager
+    def _ending_to(self, addresses: Iterable[str]) -> Iterator[None]:
+        marked = list(addresses)
+        with self._mutex:
+            self._ending.update(marked)
+        try:
+            yield
+        finally:
+            with self._mutex:
+                self._ending.subtract(marked)
+                for a in marked:
+                    if self._ending[a] <= 0:
+                        del self._ending[a]
+
+    def ending_to(self, address: str) -> bool:
+        with self._mutex:
+            return self._ending[address] > 0
 
     # ------------------------------------------------------------ commit
 
@@ -121,14 +152,14 @@ class Transactions:
                 log.info("batch %d of %s was decided by attempt %s: rolling back the %d half "
                          "messages of attempt %s", txn.batch, txn.txn_id, decision.epoch, len(halves),
                          txn.epoch)
-                rolled = self.end_all(client, group, halves, TransactionState.ROLLBACK,
-                                      per_queue=UNORDERED_DEPTH)
+                rolled = self.ending(client, group, halves, TransactionState.ROLLBACK,
+                                     per_queue=UNORDERED_DEPTH)
                 recovered += self._finish(client, group, txlog, decision, txn.txn_id)
                 return CommitOutcome(decision.epoch, 0, rolled, recovered)
             if fresh:
                 try:
-                    committed = self.end_all(client, group, decision.halves, TransactionState.COMMIT,
-                                             per_queue=1 if ordered else UNORDERED_DEPTH)
+                    committed = self.ending(client, group, decision.halves, TransactionState.COMMIT,
+                                            per_queue=1 if ordered else UNORDERED_DEPTH)
                     txlog.append_done(txn.txn_id, txn.batch, txn.epoch, group)
                 except _Unanswered as exc:
                     log.warning("%s; looking in the target queues for what was delivered", exc)
@@ -159,7 +190,7 @@ class Transactions:
             delivered = self._delivered(client, d)
             missing = [h for h in d.halves if h.msg_id not in delivered]
             try:
-                n += self.end_all(client, group, missing, TransactionState.COMMIT)
+                n += self.ending(client, group, missing, TransactionState.COMMIT)
             except _Unanswered as exc:
                 if round_ == FINISH_ROUNDS:
                     raise
@@ -249,7 +280,7 @@ class Transactions:
                 self._finish(client, group, txlog, decision, txn.txn_id)
                 accepted = {h.msg_id for h in decision.halves}
                 halves = [h for h in halves if h.msg_id not in accepted]
-            rolled = self.end_all(client, group, halves, TransactionState.ROLLBACK)
+            rolled = self.ending(client, group, halves, TransactionState.ROLLBACK)
             return rolled, decision is not None
 
     # ------------------------------------------------------------ check-backs
@@ -278,6 +309,16 @@ class Transactions:
             # ahead of the commits, which the broker then refused as busy (TIMEOUT_CLEAN_QUEUE).
             log.debug("check-back for half message %s of %s batch %d attempt %s: undecided, "
                       "not answered", header.msg_id, tag.txn_id, tag.batch, tag.epoch)
+            return
+        if self.ending_to(address):
+            # A commit (or rollback) is ending transactions on that broker now, and its
+            # END_TRANSACTIONs wait in the same queue of the broker as these answers: a
+            # 50,000-row commit met tens of thousands of check-backs and was refused busy
+            # (TIMEOUT_CLEAN_QUEUE). The half message stays unresolved until the next check,
+            # which a ROLLBACK then answers; nothing is delivered meanwhile.
+            log.debug("check-back for half message %s of %s batch %d attempt %s: answered at a "
+                      "later check (transactions are being ended on %s)", header.msg_id,
+                      tag.txn_id, tag.batch, tag.epoch, address)
             return
         name = {TransactionState.COMMIT: "COMMIT", TransactionState.ROLLBACK: "ROLLBACK"}[state]
         log.info("check-back for half message %s of %s batch %d attempt %s: %s", header.msg_id,

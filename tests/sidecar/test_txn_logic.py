@@ -12,9 +12,11 @@ from hypothesis import strategies as st
 
 from rocketmq_spark.errors import BrokerError, ConfigError, TransportError
 from rocketmq_spark.remoting.codes import TransactionState
-from rocketmq_spark.remoting.message import MessageExt
+from rocketmq_spark.remoting.command import RemotingCommand
+from rocketmq_spark.remoting.headers import CheckTransactionStateRequestHeader
+from rocketmq_spark.remoting.message import PROP_PRODUCER_GROUP, PROP_UNIQ_KEY, MessageExt, encode_message
 from rocketmq_spark.remoting.route import MessageQueue
-from rocketmq_spark.sidecar.model import TxnRef, TxnTag
+from rocketmq_spark.sidecar.model import TAG_PROPERTY, TxnRef, TxnTag
 from rocketmq_spark.sidecar.transactions import Transactions
 from rocketmq_spark.sidecar.txnlog import (PROP_BATCH, PROP_EPOCH, PROP_KIND, Decision, _TxnState,
                                            decision_body, pack_halves, unpack_halves)
@@ -219,3 +221,62 @@ def test_check_backs_read_the_log_at_most_once_a_second_and_answer_from_what_was
     now[0] += 0.1
     assert txns.state_of(client, tag) == TransactionState.ROLLBACK     # what was read stays true  # type: ignore[arg-type]
     assert log.reads == 2
+
+
+class AnswerClient(EndClient):
+    """A client whose END_TRANSACTION answers to check-backs are recorded (oneway)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.answers: list[tuple[str, int, str]] = []
+
+    def end_transaction(self, h: HalfMessage, state: int, **kw):  # type: ignore[no-untyped-def]
+        if kw.get("from_check"):
+            self.answers.append((h.msg_id, state, kw["address"]))
+            return None
+        return super().end_transaction(h, state, **kw)
+
+
+def check_back(tag: TxnTag, msg_id: str) -> RemotingCommand:
+    half_msg = MessageExt(topic="out", body=b"x", queue_id=0, properties={
+        TAG_PROPERTY: tag.encode(), PROP_PRODUCER_GROUP: "pg", PROP_UNIQ_KEY: msg_id})
+    header = CheckTransactionStateRequestHeader(tran_state_table_offset=7, commit_log_offset=700,
+                                                msg_id=msg_id)
+    return RemotingCommand(code=39, ext_fields=header.to_ext(), body=encode_message(half_msg))
+
+
+def test_check_backs_answer_rollback_only_and_not_while_that_broker_ends_transactions() -> None:
+    """UNKNOWN is never sent (the broker asks again at its next check either way); ROLLBACK
+    is, except to a broker that a commit is ending transactions on at that moment: the
+    answers would wait in the broker's queue ahead of the commit's END_TRANSACTIONs."""
+    decided = Decision(3, "e1", frozenset({(0, 5)}), {}, ())
+    txns = Transactions()
+    stub = StubLog({3: decided})
+    txns.log_of = lambda client, topic: stub  # type: ignore[method-assign]
+    c = AnswerClient()
+    committer = TxnTag("log", "id", 3, "e1", 0, 5)      # undecided for the check: UNKNOWN
+    loser = TxnTag("log", "id", 3, "e1", 0, 4)          # a failed task attempt: ROLLBACK
+    txns.answer_check(c, "broker-a", check_back(committer, "A" * 32))  # type: ignore[arg-type]
+    assert c.answers == []
+    txns.answer_check(c, "broker-a", check_back(loser, "B" * 32))  # type: ignore[arg-type]
+    assert c.answers == [("B" * 32, TransactionState.ROLLBACK, "broker-a")]
+
+    release = threading.Event()
+    during: list[list[tuple[str, int, str]]] = []
+
+    def answers_during_commit(call, address: str) -> None:  # type: ignore[no-untyped-def]
+        txns.answer_check(c, "broker-a", check_back(loser, "C" * 32))  # type: ignore[arg-type]
+        txns.answer_check(c, "broker-b", check_back(loser, "D" * 32))  # type: ignore[arg-type]
+        during.append(list(c.answers))
+        release.set()
+        EndClient.check_end_transaction(c, call, address)
+
+    c.check_end_transaction = answers_during_commit  # type: ignore[method-assign]
+    assert txns.ending(c, "pg", [half(Q0, 0)], TransactionState.COMMIT) == 1  # type: ignore[arg-type]
+    assert release.is_set()
+    # during the commit to broker-a: broker-b's check-back answered, broker-a's not
+    assert during == [[("B" * 32, TransactionState.ROLLBACK, "broker-a"),
+                       ("D" * 32, TransactionState.ROLLBACK, "broker-b")]]
+    txns.answer_check(c, "broker-a", check_back(loser, "E" * 32))  # type: ignore[arg-type]
+    assert c.answers[-1] == ("E" * 32, TransactionState.ROLLBACK, "broker-a")   # after it: again
+    assert not txns.ending_to("broker-a")
