@@ -1,10 +1,10 @@
 """TopicRouteData: what GET_ROUTEINFO_BY_TOPIC answers, and the queues it implies.
 
-A 5.x NameServer with ``supportActingMaster`` marks each BrokerData of a broker name
-registered with ``enableActingMaster`` (``"enableActingMaster":true``); while such a name
-has no master it lists the name's lowest slave under brokerId 0 (the acting master) and
-its QueueData without PERM_WRITE (RouteInfoManager.cleanTopicByUnRegisterRequests /
-pickupTopicRouteData). ``publish_queues`` keeps those queues for sharding keys: the key
+A 5.x NameServer marks each BrokerData of a broker name registered with
+``enableActingMaster`` (``"enableActingMaster":true``); while such a name has no master it
+lists its QueueData without PERM_WRITE (RouteInfoManager.cleanTopicByUnRegisterRequests)
+and, with ``supportActingMaster``, the name's lowest slave under brokerId 0, the acting
+master (pickupTopicRouteData). ``publish_queues`` keeps those queues for sharding keys: the key
 must keep its queue through the outage."""
 
 from __future__ import annotations
@@ -77,8 +77,9 @@ class TopicRouteData:
                       for i in range(qd.read_queue_nums))
 
     def acting(self, broker_name: str) -> bool:
-        """``broker_name``'s master is away and a slave acts for it: its queues are read-only
-        for the outage only (a NameServer with supportActingMaster took PERM_WRITE away)."""
+        """``broker_name`` registered with enableActingMaster has no master now: its queues are
+        read-only for the outage only (the NameServer took PERM_WRITE away), and a slave may
+        act for the master."""
         return any(bd.broker_name == broker_name and bd.enable_acting_master for bd in self.broker_datas) and \
             any(qd.broker_name == broker_name and qd.perm & Perm.READ and not qd.perm & Perm.WRITE
                 for qd in self.queue_datas)
