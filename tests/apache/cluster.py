@@ -21,7 +21,11 @@ the broker's own logs under ``logs/``). Ports are free ones of 127.0.0.1: a brok
 its listen port, the port two below (its "fast" port) and the port above (HA).
 ``stop --dir DIR`` stops what ``start`` started (TERM, then KILL after a bound); ``kill
 NODE`` and ``restart NODE`` act on one node (restarted on the same store), for failover
-tests; ``status`` prints what runs.
+tests; ``status`` prints what runs. ``--broker-config KEY=VALUE`` and ``--namesrv-config
+KEY=VALUE`` (repeatable) add settings to every broker.properties and to namesrv.properties,
+kept across ``restart`` and recorded in cluster.json (``ClusterState.acting_master``: started
+with ``--namesrv-config supportActingMaster=true --broker-config enableSlaveActingMaster=true``,
+5.x slaveActingMaster).
 
 With ``--acl`` the brokers enforce ACL with two accounts: ``rocketmq`` / ``12345678``, an
 admin, and ``rocketmq2`` / ``12345678`` (PUB|SUB on topics, SUB on groups), the account of
