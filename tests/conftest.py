@@ -27,8 +27,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     skipped with its marker's reason; a test marked ``needs_replicas`` (tests/failover) runs
     against $ROCKETMQ_APACHE_DIR's real cluster with a slave when it is set, against embedded
     brokers with a slave of their own processes without an external cluster, and is
-    deselected against an external cluster without $ROCKETMQ_APACHE_DIR; with
-    --cluster-tests-only, the tests
+    deselected against an external cluster without $ROCKETMQ_APACHE_DIR; a test marked
+    ``needs_acting_master`` also when $ROCKETMQ_APACHE_DIR's cluster runs without 5.x
+    slaveActingMaster (its cluster.json says); with --cluster-tests-only, the tests
     that never touch the session's cluster are deselected (they prove nothing new there)."""
     external = bool(os.environ.get("ROCKETMQ_NAMESRV"))
     replicas = bool(os.environ.get("ROCKETMQ_APACHE_DIR"))
@@ -36,6 +37,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if item.get_closest_marker("needs_replicas") is not None and external and not replicas:
             drop.append(item)       # tests/failover: an external cluster without a slave to read from
+            continue
+        if item.get_closest_marker("needs_acting_master") is not None and external and not _apache_acting():
+            drop.append(item)       # the cluster's NameServer and brokers run without slaveActingMaster
             continue
         marker = item.get_closest_marker("embedded_only")
         if external and marker is not None:
@@ -51,6 +55,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 @pytest.hookimpl(trylast=True)
+def _apache_acting() -> bool:
+    """$ROCKETMQ_APACHE_DIR's cluster runs 5.x slaveActingMaster (as its cluster.json records)."""
+    directory = os.environ.get("ROCKETMQ_APACHE_DIR")
+    if not directory:
+        return False
+    from pathlib import Path
+
+    from tests.apache.cluster import ClusterState
+
+    return ClusterState.load(Path(directory).resolve()).acting_master
+
+
 def pytest_unconfigure(config: pytest.Config) -> None:
     """A C++ client left running (a test that failed before its shutdown) makes the C++
     library's exit handlers wait for ever on its threads: end the process at once then,

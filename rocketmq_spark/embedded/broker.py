@@ -103,7 +103,8 @@ class Broker:
                  enable_property_filter: bool = True,
                  timers: bool = True,
                  broker_id: int = 0, master: str | Callable[[], str | None] | None = None,
-                 root: str | Path | None = None, sync_interval: float = SYNC_INTERVAL) -> None:
+                 root: str | Path | None = None, sync_interval: float = SYNC_INTERVAL,
+                 acting_master: bool = False) -> None:
         if flush not in ("sync", "async"):
             raise ValueError(f"flush must be 'sync' or 'async', not {flush!r}")
         if broker_id < 0:
@@ -119,6 +120,10 @@ class Broker:
         # A slave's master: an address, or a function giving it (None while it is not known).
         self._master = master if callable(master) or master is None else (lambda: master)
         self.sync_interval = sync_interval
+        # registers with enableActingMaster (Apache's enableSlaveActingMaster): a NameServer
+        # with supportActingMaster routes the name's lowest slave as brokerId 0 while no
+        # master is up
+        self.acting_master = acting_master
         self.cluster = cluster
         self.host = host
         self.advertised_host = advertised_ip(host, advertised_host)

@@ -2,13 +2,15 @@
 
 Once everything listens it prints one line holding ``nameServer=HOST:PORT`` (and the
 brokers' addresses) on stdout, then serves until SIGTERM or SIGINT, and exits 0.
-``--slaves N`` adds N slaves per broker name; ``--brokers 0`` runs the NameServer alone.
+``--slaves N`` adds N slaves per broker name; ``--brokers 0`` runs the NameServer alone;
+``--acting-master``: 5.x slaveActingMaster (see ``embedded.namesrv``).
 
 ``--join HOST:PORT`` runs one broker instead, in a process of its own, registered with
 that running NameServer (``embedded.registration``): ``--broker-name``, ``--broker-id``
 (0 a master, 1.. a slave of ``--master`` or of the master the NameServer names) and
 ``--data-dir`` (the broker's own directory: restarted on it, the broker keeps its data
-and port, a slave copies on from where its log ends). It prints one line
+and port, a slave copies on from where its log ends; ``--acting-master``: it registers with
+enableActingMaster, as 5.x brokers with enableSlaveActingMaster do). It prints one line
 ``rocketmq-spark broker: broker-a=HOST:PORT brokerId=0 ...`` once registered.
 """
 
@@ -63,6 +65,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--slave-sync-interval-ms", type=at_least(1), default=int(SYNC_INTERVAL * 1000), metavar="MS",
                    help="how often a slave takes its master's topics, offsets and groups (Apache's "
                         f"SlaveSynchronize: {int(SYNC_INTERVAL * 1000)})")
+    p.add_argument("--acting-master", action="store_true",
+                   help="RocketMQ 5.x slaveActingMaster: the NameServer routes a broker name whose master "
+                        "is away to its lowest slave as brokerId 0, its queues read-only (Apache's "
+                        "supportActingMaster), and the brokers register for it (enableSlaveActingMaster); "
+                        "with --join, the broker registers for it")
     join = p.add_argument_group("one broker of its own process (--join)")
     join.add_argument("--join", metavar="HOST:PORT", default=None,
                       help="run one broker registered with this running NameServer (';' separates several)")
@@ -152,7 +159,7 @@ def _join(args: argparse.Namespace, tls: ServerTls | None,
                         transaction_check_interval_ms=args.transaction_check_interval_ms,
                         transaction_check_max=args.transaction_check_max, broker_id=args.broker_id,
                         master=master if args.broker_id else None,
-                        sync_interval=args.slave_sync_interval_ms / 1000)
+                        sync_interval=args.slave_sync_interval_ms / 1000, acting_master=args.acting_master)
         broker.start()
     except (ValueError, OSError, RuntimeError) as exc:
         transport.close()
@@ -213,7 +220,8 @@ def main(argv: list[str] | None = None) -> int:
                                       transaction_check_max=args.transaction_check_max,
                                       enable_property_filter=args.enable_property_filter,
                                       timers=args.timers, slaves=args.slaves,
-                                      sync_interval=args.slave_sync_interval_ms / 1000)
+                                      sync_interval=args.slave_sync_interval_ms / 1000,
+                                      acting_master=args.acting_master)
             cluster.start()
         except (ConfigError, OSError, RuntimeError) as exc:
             print(f"rocketmq-spark broker: cannot start: {exc}", file=sys.stderr)

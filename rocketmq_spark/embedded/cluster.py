@@ -65,7 +65,7 @@ class EmbeddedCluster:
                  transaction_check_max: int = TRANSACTION_CHECK_MAX, dispatch_lag_ms: int = 0,
                  enable_property_filter: bool = True,
                  timers: bool = True,
-                 slaves: int = 0, sync_interval: float = SYNC_INTERVAL) -> None:
+                 slaves: int = 0, sync_interval: float = SYNC_INTERVAL, acting_master: bool = False) -> None:
         if brokers < 0:
             raise ConfigError(f"brokers must be at least 0 (a NameServer alone), not {brokers}")
         if slaves < 0:
@@ -104,17 +104,20 @@ class EmbeddedCluster:
                                    transaction_check_interval_ms=transaction_check_interval_ms,
                                    transaction_check_max=transaction_check_max,
                                    dispatch_lag_ms=dispatch_lag_ms,
-                                   enable_property_filter=enable_property_filter, timers=timers)
+                                   enable_property_filter=enable_property_filter, timers=timers,
+                                   acting_master=acting_master)
             for i in range(brokers)}
         self.slaves: dict[str, list[Broker]] = {
             name: [Broker(name, self.data_dir, host=host, advertised_host=advertised_host, cluster=CLUSTER_NAME,
                           default_queues=default_queues, flush=flush, clock=self.clock,
                           segment_size=segment_size, max_transfer_count=max_transfer_count,
-                          broker_id=k, master=self._master_of(master), sync_interval=sync_interval)
+                          broker_id=k, master=self._master_of(master), sync_interval=sync_interval,
+                          acting_master=acting_master)
                    for k in range(1, slaves + 1)]
             for name, master in self.brokers.items()} if slaves else {}
         self.namesrv = NameServer(self._all_brokers, host=host, port=namesrv_port,
-                                  cluster=CLUSTER_NAME, advertised_host=advertised_host, tls=tls)
+                                  cluster=CLUSTER_NAME, advertised_host=advertised_host, tls=tls,
+                                  acting_master=acting_master)
         self._started = False
 
     @staticmethod

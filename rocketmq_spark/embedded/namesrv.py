@@ -15,6 +15,13 @@ name), from a slave's own table when no master was ever seen. A route lookup of 
 unknown ``%RETRY%<group>`` creates it on every broker (1 queue, perm 6), so clients that
 look up their retry route before their first heartbeat see it at once.
 GET_BROKER_CLUSTER_INFO is written as 4.9.8 writes it (bare ``0`` broker-id keys).
+
+A broker name whose brokers register with ``enableActingMaster`` and that has no brokerId
+0 live is routed as a 5.x NameServer routes it: its QueueData without PERM_WRITE
+(producers pass the name over), ``"enableActingMaster":true`` in its BrokerData, and, with
+``acting_master`` (5.x ``supportActingMaster``), its lowest live brokerId's address under
+brokerId 0 (the acting master: consumers lock, pull and commit there). Cluster info lists the
+brokers as they registered (the slave under its own id), as Apache's does.
 """
 
 from __future__ import annotations
@@ -29,10 +36,10 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 from rocketmq_spark.embedded.processors import answer_request
 from rocketmq_spark.embedded.processors.base import FAQ, Call, Refuse
 from rocketmq_spark.embedded.server import Connection, RemotingServer, advertised_ip
-from rocketmq_spark.remoting.codes import RETRY_PREFIX, RequestCode, ResponseCode
+from rocketmq_spark.remoting.codes import RETRY_PREFIX, Perm, RequestCode, ResponseCode
 from rocketmq_spark.remoting.command import RemotingCommand
 from rocketmq_spark.remoting.headers import GetRouteInfoRequestHeader
-from rocketmq_spark.remoting.route import BrokerData, QueueData, TopicRouteData, encode_route
+from rocketmq_spark.remoting.route import MASTER_ID, BrokerData, QueueData, TopicRouteData, encode_route
 from rocketmq_spark.embedded.topics import TopicConfig
 from rocketmq_spark.remoting import fastjson
 from rocketmq_spark.tls import ServerTls
@@ -54,6 +61,7 @@ class Node:
     broker_id: int
     addr: str
     topics: Mapping[str, TopicConfig]
+    acting_master: bool = False      # registered with enableActingMaster
 
 
 @dataclass(frozen=True)
@@ -66,8 +74,9 @@ class Registration:
 class NameServer:
     def __init__(self, brokers: Callable[[], Sequence["Broker"]], *, host: str = "127.0.0.1",
                  port: int = 0, cluster: str = "DefaultCluster", advertised_host: str | None = None,
-                 tls: ServerTls | None = None) -> None:
+                 tls: ServerTls | None = None, acting_master: bool = False) -> None:
         self.name = "namesrv"
+        self.acting_master = acting_master       # Apache's supportActingMaster
         self.cluster = cluster
         self.acl = None  # the NameServer does no ACL check (section 1.10)
         self._brokers = brokers
@@ -139,7 +148,7 @@ class NameServer:
             topics = {n: TopicConfig.from_json(t) for n, t in (wrapper.get("topicConfigTable") or {}).items()}
         except (ValueError, TypeError, KeyError, AttributeError) as exc:
             raise Refuse(ResponseCode.SYSTEM_ERROR, f"bad REGISTER_BROKER body: {exc}") from None
-        node = Node(cluster, name, node_id, addr, topics)
+        node = Node(cluster, name, node_id, addr, topics, ext.get("enableActingMaster") == "true")
         with self._reg_lock:
             if node_id == 0:
                 self._master_topics[name] = topics
@@ -157,7 +166,7 @@ class NameServer:
 
     def _nodes(self) -> list[Node]:
         """Every live broker: this process's started ones, then the registered ones."""
-        nodes = [Node(b.cluster, b.name, b.broker_id, b.addr, b.topics.all())
+        nodes = [Node(b.cluster, b.name, b.broker_id, b.addr, b.topics.all(), b.acting_master)
                  for b in self._brokers() if b.started]
         limit = time.monotonic() - BROKER_EXPIRY_MS / 1000
         with self._reg_lock:
@@ -192,8 +201,17 @@ class NameServer:
             t = next((ts[topic] for ts in [master_topics] + [n.topics for n in nodes] if ts and topic in ts), None)
             if t is None:
                 continue
-            queues.append(QueueData(name, t.read_queue_nums, t.write_queue_nums, t.perm, t.topic_sys_flag))
-            brokers.append(BrokerData(nodes[0].cluster, name, {n.broker_id: n.addr for n in nodes}))
+            enabled = any(n.acting_master for n in nodes)
+            addrs = {n.broker_id: n.addr for n in nodes}
+            perm = t.perm
+            if enabled and MASTER_ID not in addrs:
+                # no writes while the master is away (Apache wipes PERM_WRITE whatever the
+                # NameServer's setting); with supportActingMaster the lowest brokerId serves as 0
+                perm &= ~Perm.WRITE
+                if self.acting_master:
+                    addrs = {MASTER_ID: nodes[0].addr, **{i: a for i, a in addrs.items() if i != nodes[0].broker_id}}
+            queues.append(QueueData(name, t.read_queue_nums, t.write_queue_nums, perm, t.topic_sys_flag))
+            brokers.append(BrokerData(nodes[0].cluster, name, addrs, enabled))
         if not queues:
             return None
         return TopicRouteData(tuple(queues), tuple(brokers))

@@ -114,7 +114,8 @@ class BrokerRegistrar:
     def _register_request(self) -> RemotingCommand:
         body = {"topicConfigSerializeWrapper": self.broker.topics.snapshot_json(), "filterServerList": []}
         return request(RequestCode.REGISTER_BROKER, {**self._ext(), "haServerAddr": self.broker.addr,
-                                                     "compressed": "false"},
+                                                     "compressed": "false",
+                                                     "enableActingMaster": str(self.broker.acting_master).lower()},
                        json.dumps(body, separators=(",", ":")).encode())
 
     def _unregister_request(self) -> RemotingCommand:

@@ -1,4 +1,11 @@
-"""TopicRouteData: what GET_ROUTEINFO_BY_TOPIC answers, and the queues it implies."""
+"""TopicRouteData: what GET_ROUTEINFO_BY_TOPIC answers, and the queues it implies.
+
+A 5.x NameServer marks each BrokerData of a broker name registered with
+``enableActingMaster`` (``"enableActingMaster":true``); while such a name has no master it
+lists its QueueData without PERM_WRITE (RouteInfoManager.cleanTopicByUnRegisterRequests)
+and, with ``supportActingMaster``, the name's lowest slave under brokerId 0, the acting
+master (pickupTopicRouteData). ``publish_queues`` keeps those queues for sharding keys: the key
+must keep its queue through the outage."""
 
 from __future__ import annotations
 
@@ -44,6 +51,7 @@ class BrokerData:
     cluster: str
     broker_name: str
     broker_addrs: Mapping[int, str]
+    enable_acting_master: bool = False
 
     @property
     def master_addr(self) -> str | None:
@@ -68,10 +76,19 @@ class TopicRouteData:
                       for qd in self.queue_datas if qd.perm & Perm.READ
                       for i in range(qd.read_queue_nums))
 
+    def acting(self, broker_name: str) -> bool:
+        """``broker_name`` registered with enableActingMaster has no master now: its queues are
+        read-only for the outage only (the NameServer took PERM_WRITE away), and a slave may
+        act for the master."""
+        return any(bd.broker_name == broker_name and bd.enable_acting_master for bd in self.broker_datas) and \
+            any(qd.broker_name == broker_name and qd.perm & Perm.READ and not qd.perm & Perm.WRITE
+                for qd in self.queue_datas)
+
     def publish_queues(self, topic: str, *, without_master: bool = False) -> list[MessageQueue]:
         """The writable queues of brokers whose master the route lists (as Java's producer
         takes them); ``without_master``: of every broker name (its master may be away for a
-        while: a sharding key keeps its queue then)."""
+        while: a sharding key keeps its queue then), read-only ones of an acting master
+        included (``acting``)."""
         if self.order_topic_conf:
             out = []
             for part in self.order_topic_conf.split(";"):
@@ -80,7 +97,8 @@ class TopicRouteData:
             return out
         return sorted(MessageQueue(topic, qd.broker_name, i)
                       for qd in self.queue_datas
-                      if qd.perm & Perm.WRITE and (without_master or self.master_addr(qd.broker_name))
+                      if (qd.perm & Perm.WRITE and (without_master or self.master_addr(qd.broker_name)))
+                      or (without_master and self.acting(qd.broker_name))
                       for i in range(qd.write_queue_nums))
 
 
@@ -106,7 +124,8 @@ def decode_route(body: bytes) -> TopicRouteData:
                               _int(q, "topicSysFlag", "topicSynFlag", default=0))
                     for q in obj.get("queueDatas") or ())
         bds = tuple(BrokerData(str(b.get("cluster", "")), str(b["brokerName"]),
-                               {int(k): str(v) for k, v in (b.get("brokerAddrs") or {}).items()})
+                               {int(k): str(v) for k, v in (b.get("brokerAddrs") or {}).items()},
+                               b.get("enableActingMaster") is True)
                     for b in obj.get("brokerDatas") or ())
     except (KeyError, TypeError, AttributeError, ValueError) as exc:
         raise RemoteProtocolError(f"bad route body: {exc!r}") from None
@@ -118,7 +137,8 @@ def encode_route(route: TopicRouteData) -> bytes:
     """Standard JSON, quoted broker ids and numeric counts (what both clients read)."""
     obj: dict[str, Any] = {
         "brokerDatas": [{"brokerAddrs": {str(k): v for k, v in sorted(b.broker_addrs.items())},
-                         "brokerName": b.broker_name, "cluster": b.cluster}
+                         "brokerName": b.broker_name, "cluster": b.cluster,
+                         **({"enableActingMaster": True} if b.enable_acting_master else {})}
                         for b in route.broker_datas],
         "filterServerTable": dict(route.filter_server_table),
     }

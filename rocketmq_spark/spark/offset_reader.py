@@ -65,6 +65,7 @@ class OffsetReader:
         self._call = call
         self._queues: list[MessageQueue] | None = None
         self._queues_at = 0.0
+        self.listings = 0      # queue lists read from fresh routes (the stream reader locks again after one)
 
     # ------------------------------------------------------------ broker facts
 
@@ -89,6 +90,7 @@ class OffsetReader:
                 return list(self._queues)
             self._queues = sorted(found)  # type: ignore[call-overload]
             self._queues_at = now
+            self.listings += 1
         return list(self._queues)
 
     def _retry_queues(self, refresh: bool) -> list[MessageQueue]:

@@ -83,6 +83,7 @@ class RocketMQStreamReader(DataSourceStreamReader, features.TriggerAvailableNowB
         self._granted: frozenset[MessageQueue] | None = None
         self._lock_key: tuple[MessageQueue, ...] = ()
         self._lock_at = 0.0
+        self._lock_listing = -1      # offset_reader.listings at the last lock call
         self._reported_unlocked: frozenset[MessageQueue] = frozenset()
         self._down_since: dict[str, float] = {}         # brokers not answering, since when
         self._target: QueueOffsetMap | None = None      # Trigger.AvailableNow
@@ -261,15 +262,19 @@ class RocketMQStreamReader(DataSourceStreamReader, features.TriggerAvailableNowB
     # ------------------------------------------------------------ locks (orderly)
 
     def _locked(self, queues: Sequence[MessageQueue]) -> frozenset[MessageQueue]:
-        """The queues this query holds; asked again when the queue list changes and every
-        ``queueRefreshIntervalMs`` (to take over queues another client let go)."""
+        """The queues this query holds; asked again when the queue list changes, every
+        ``queueRefreshIntervalMs`` (to take over queues another client let go), and after
+        every re-read of the routes: a route may name another master (a master back from an
+        outage its slave acted for, 5.x slaveActingMaster), whose locks must be taken before
+        its queues advance."""
         now = self._clock()
         key = tuple(queues)
-        due = now - self._lock_at >= self.opts.queue_refresh_ms / 1000.0
+        due = (now - self._lock_at >= self.opts.queue_refresh_ms / 1000.0
+               or self.offset_reader.listings != self._lock_listing)
         if self._granted is not None and key == self._lock_key and not due:
             return self._granted
         o, cluster = self.opts, self.offset_reader.cluster
-        self._lock_key, self._lock_at = key, now
+        self._lock_key, self._lock_at, self._lock_listing = key, now, self.offset_reader.listings
         self._unlock_on_sigterm()
         try:
             self._granted = self._call(o.sidecar, lambda c: c.lock(

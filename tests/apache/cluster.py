@@ -21,7 +21,11 @@ the broker's own logs under ``logs/``). Ports are free ones of 127.0.0.1: a brok
 its listen port, the port two below (its "fast" port) and the port above (HA).
 ``stop --dir DIR`` stops what ``start`` started (TERM, then KILL after a bound); ``kill
 NODE`` and ``restart NODE`` act on one node (restarted on the same store), for failover
-tests; ``status`` prints what runs.
+tests; ``status`` prints what runs. ``--broker-config KEY=VALUE`` and ``--namesrv-config
+KEY=VALUE`` (repeatable) add settings to every broker.properties and to namesrv.properties,
+kept across ``restart`` and recorded in cluster.json (``ClusterState.acting_master``: started
+with ``--namesrv-config supportActingMaster=true --broker-config enableSlaveActingMaster=true``,
+5.x slaveActingMaster).
 
 With ``--acl`` the brokers enforce ACL with two accounts: ``rocketmq`` / ``12345678``, an
 admin, and ``rocketmq2`` / ``12345678`` (PUB|SUB on topics, SUB on groups), the account of
@@ -108,6 +112,10 @@ class ClusterState:
     namesrv: str
     acl: bool
     nodes: dict[str, Node] = field(default_factory=dict)
+    # the settings given with --namesrv-config / --broker-config: tests read what the cluster
+    # runs with from here (e.g. supportActingMaster), not from the code they test
+    namesrv_config: dict[str, str] = field(default_factory=dict)
+    broker_config: dict[str, str] = field(default_factory=dict)
 
     @property
     def path(self) -> Path:
@@ -126,6 +134,12 @@ class ClusterState:
         raw = json.loads(path.read_text())
         raw["nodes"] = {k: Node(**v) for k, v in raw["nodes"].items()}
         return cls(**raw)
+
+    @property
+    def acting_master(self) -> bool:
+        """5.x slaveActingMaster: the NameServer supports it and the brokers register with it."""
+        return (self.namesrv_config.get("supportActingMaster") == "true"
+                and self.broker_config.get("enableSlaveActingMaster") == "true")
 
     def brokers(self) -> dict[str, dict[int, str]]:
         """broker name -> broker id -> address, as started."""
@@ -248,12 +262,12 @@ def _java_command(cp: str, main: str, node_dir: Path, conf: Path) -> list[str]:
     return [java(), *JAVA_OPTS, f"-Duser.home={node_dir}", "-cp", cp, main, "-c", str(conf)]
 
 
-def namesrv_node(cp: str, root: Path, port: int) -> Node:
+def namesrv_node(cp: str, root: Path, port: int, extra: dict[str, str] | None = None) -> Node:
     node_dir = root / "namesrv"
     home = _home(node_dir, "logback_namesrv.xml", acl=False)
     conf = node_dir / "namesrv.properties"
-    conf.write_text(_properties({"listenPort": str(port),
-                                 "kvConfigPath": str(node_dir / "kvConfig.json")}))
+    conf.write_text(_properties({"listenPort": str(port), "kvConfigPath": str(node_dir / "kvConfig.json"),
+                                 **(extra or {})}))
     return Node("namesrv", _java_command(cp, NAMESRV_MAIN, node_dir, conf),
                 {"ROCKETMQ_HOME": str(home)}, f"{HOST}:{port}")
 
@@ -376,9 +390,11 @@ def _acl_users(state: ClusterState, cp: str) -> None:
 
 
 def start(version: str, directory: Path, *, acl: bool = False, timeout: float = START_TIMEOUT,
-          broker_config: dict[str, str] | None = None) -> ClusterState:
+          broker_config: dict[str, str] | None = None, namesrv_config: dict[str, str] | None = None) -> ClusterState:
     """Start the cluster; ``broker_config`` adds or overrides settings of every broker's
-    broker.properties (e.g. ``enablePropertyFilter=true``), kept for ``restart``."""
+    broker.properties (e.g. ``enablePropertyFilter=true``), ``namesrv_config`` of the
+    NameServer's namesrv.properties (e.g. ``supportActingMaster=true``); both are written
+    once into the nodes' files, so ``restart`` keeps them, and recorded in cluster.json."""
     root = directory.resolve()
     if (root / "cluster.json").exists():
         old = ClusterState.load(root)
@@ -391,8 +407,9 @@ def start(version: str, directory: Path, *, acl: bool = False, timeout: float = 
     root.mkdir(parents=True, exist_ok=True)
     taken: set[int] = set()
     ns_port = free_port(taken)
-    state = ClusterState(version, str(root), f"{HOST}:{ns_port}", acl)
-    state.nodes["namesrv"] = namesrv_node(cp, root, ns_port)
+    state = ClusterState(version, str(root), f"{HOST}:{ns_port}", acl,
+                         namesrv_config=dict(namesrv_config or {}), broker_config=dict(broker_config or {}))
+    state.nodes["namesrv"] = namesrv_node(cp, root, ns_port, namesrv_config)
     for spec in BROKERS:
         port = free_port(taken, around=(-2, 0, 1))
         state.nodes[spec.node] = broker_node(cp, root, spec, port, state.namesrv, version, acl=acl,
@@ -478,6 +495,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--broker-config", action="append", default=[], type=_setting, metavar="KEY=VALUE",
                    help="a broker setting added to every broker.properties (repeatable), "
                         "e.g. enablePropertyFilter=true")
+    p.add_argument("--namesrv-config", action="append", default=[], type=_setting, metavar="KEY=VALUE",
+                   help="a NameServer setting added to namesrv.properties (repeatable), "
+                        "e.g. supportActingMaster=true (with --broker-config enableSlaveActingMaster=true)")
     for name, text in (("stop", "stop every node"), ("status", "print the nodes and whether they run")):
         q = sub.add_parser(name, help=text)
         q.add_argument("--dir", required=True, type=Path)
@@ -490,7 +510,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "start":
             state = start(args.version, args.dir, acl=args.acl, timeout=args.timeout,
-                          broker_config=dict(args.broker_config))
+                          broker_config=dict(args.broker_config), namesrv_config=dict(args.namesrv_config))
             print(f"nameServer={state.namesrv}")
         elif args.command == "stop":
             stop(args.dir)

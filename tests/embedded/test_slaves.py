@@ -136,3 +136,49 @@ def test_slaves_with_acl_or_negative_counts_are_refused(tmp_path: Path) -> None:
         EmbeddedCluster(tmp_path, slaves=-1)
     with pytest.raises(ConfigError, match="ACL or TLS"):
         EmbeddedCluster(tmp_path, slaves=1, acl_file=str(tmp_path / "plain_acl.yml"))
+
+
+def test_acting_master_routes_the_slave_as_broker_id_0_read_only_while_the_master_is_away(tmp_path: Path) -> None:
+    """5.x slaveActingMaster (what a 5.5.0 NameServer with supportActingMaster and brokers with
+    enableSlaveActingMaster answered, scripts/apache-cluster --namesrv-config): while broker-a
+    has no master, its slave's address is routed as brokerId 0 and its queues lose PERM_WRITE;
+    cluster info keeps the slave under brokerId 1; the master back, the route is as before."""
+    from rocketmq_spark.remoting.route import decode_route
+
+    with EmbeddedCluster(tmp_path / "data", namesrv_port=0, brokers=2, slaves=1, topics={"T": 2},
+                         sync_interval=0.2, acting_master=True) as c:
+        master, slave = c.brokers["broker-a"], _slave(c)
+
+        def route() -> dict:
+            with Wire(c.namesrv_addr) as ns:
+                return json.loads(ns.request(req(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "T"})).body)
+
+        def broker_a(r: dict) -> tuple[dict, int]:
+            return (next(b["brokerAddrs"] for b in r["brokerDatas"] if b["brokerName"] == "broker-a"),
+                    next(q["perm"] for q in r["queueDatas"] if q["brokerName"] == "broker-a"))
+
+        before = route()
+        assert broker_a(before) == ({"0": master.addr, "1": slave}, 6)
+        assert all(b["enableActingMaster"] is True for b in before["brokerDatas"])
+        master.stop()
+        during = route()
+        assert broker_a(during) == ({"0": slave}, 4)
+        with Wire(c.namesrv_addr) as ns:
+            assert f'1:"{slave}"' in ns.request(req(RequestCode.GET_BROKER_CLUSTER_INFO)).body.decode()
+        decoded = decode_route(json.dumps(during).encode())
+        assert decoded.acting("broker-a") and not decoded.acting("broker-b")
+        # producers pass broker-a over; a sharding key keeps its queue there (and waits)
+        assert {q.broker_name for q in decoded.publish_queues("T")} == {"broker-b"}
+        assert [q.broker_name for q in decoded.publish_queues("T", without_master=True)] == \
+            ["broker-a", "broker-a", "broker-b", "broker-b"]
+        master.start()
+        assert broker_a(route()) == ({"0": master.addr, "1": slave}, 6)
+
+
+def test_without_acting_master_the_route_lists_the_slave_alone_and_writable(replicated: EmbeddedCluster) -> None:
+    replicated.brokers["broker-a"].stop()
+    with Wire(replicated.namesrv_addr) as ns:
+        route = json.loads(ns.request(req(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "T"})).body)
+    assert next(b for b in route["brokerDatas"] if b["brokerName"] == "broker-a") == \
+        {"brokerAddrs": {"1": _slave(replicated)}, "brokerName": "broker-a", "cluster": "DefaultCluster"}
+    assert {q["brokerName"]: q["perm"] for q in route["queueDatas"]}["broker-a"] == 6

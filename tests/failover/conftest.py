@@ -32,6 +32,9 @@ class Replicated:
     dir: Path
     namesrv: str
     admin: MQClient
+    # 5.x slaveActingMaster: while the master is away its slave is routed as brokerId 0 and
+    # the name's queues are read-only (from cluster.json for an Apache cluster)
+    acting_master: bool = False
 
     def node_address(self, node: str) -> str:
         from tests.apache.cluster import ClusterState
@@ -116,8 +119,9 @@ def _slave_knows(admin: MQClient, address: str, queue: MessageQueue) -> bool:
 class EmbeddedReplicated(Replicated):
     """The same three brokers embedded, each a process of its own (tests/joined.py)."""
 
-    def __init__(self, directory: Path, namesrv: str, admin: MQClient, nodes: dict[str, JoinedBroker]) -> None:
-        super().__init__(directory, namesrv, admin)
+    def __init__(self, directory: Path, namesrv: str, admin: MQClient, nodes: dict[str, JoinedBroker],
+                 acting_master: bool = False) -> None:
+        super().__init__(directory, namesrv, admin, acting_master)
         self.nodes = nodes
 
     def node_address(self, node: str) -> str:
@@ -136,19 +140,21 @@ class EmbeddedReplicated(Replicated):
 LAYOUT = ((MASTER, "broker-a", 0), (SLAVE, "broker-a", 1), ("broker-b-0", "broker-b", 0))
 
 
-def _embedded(directory: Path, layout: tuple[tuple[str, str, int], ...] = LAYOUT) -> Iterator[EmbeddedReplicated]:
-    """A NameServer here and the brokers of ``layout`` (node, broker name, brokerId), each a process."""
+def _embedded(directory: Path, layout: tuple[tuple[str, str, int], ...] = LAYOUT, *,
+              acting_master: bool = False) -> Iterator[EmbeddedReplicated]:
+    """A NameServer here and the brokers of ``layout`` (node, broker name, brokerId), each a
+    process; ``acting_master``: 5.x slaveActingMaster on the NameServer and the brokers."""
     from rocketmq_spark.embedded import EmbeddedCluster
 
-    sync = ("--slave-sync-interval-ms", "500")
-    with EmbeddedCluster(directory / "namesrv", brokers=0, namesrv_port=0) as ns:
+    sync = ("--slave-sync-interval-ms", "500") + (("--acting-master",) if acting_master else ())
+    with EmbeddedCluster(directory / "namesrv", brokers=0, namesrv_port=0, acting_master=acting_master) as ns:
         nodes = {node: JoinedBroker(ns.namesrv_addr, name, broker_id, directory / node, sync)
                  for node, name, broker_id in layout}
         admin = MQClient(ClientConfig.parse(ns.namesrv_addr, request_timeout=10.0))
         try:
             for node in nodes.values():
                 node.start()
-            yield EmbeddedReplicated(directory, ns.namesrv_addr, admin, nodes)
+            yield EmbeddedReplicated(directory, ns.namesrv_addr, admin, nodes, acting_master)
         finally:
             admin.close()
             for node in nodes.values():
@@ -166,7 +172,7 @@ def replicated(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Replicated]
     state = ClusterState.load(Path(directory).resolve())
     admin = MQClient(ClientConfig.parse(state.namesrv, request_timeout=10.0))
     try:
-        yield Replicated(Path(directory).resolve(), state.namesrv, admin)
+        yield Replicated(Path(directory).resolve(), state.namesrv, admin, state.acting_master)
     finally:
         admin.close()
 

@@ -567,3 +567,21 @@ def test_a_new_queue_whose_broker_does_not_answer_while_planning_is_asked_again_
         reader(broker, clock, lambda s: (slept.append(s), setattr(clock, "now", clock.now + s)),
                brokerUnavailableTimeoutMs="1000").partitions(start, end)
     assert sum(slept) <= 1.0 and slept
+
+
+def test_every_re_read_of_the_routes_locks_again_before_planning():
+    """A re-read route may name another master (one back from an outage its slave acted for):
+    the plan made with it uses locks asked for after it, even when the last lock call is
+    younger than queueRefreshIntervalMs."""
+    clock = Clock()
+    b = Broker(maxs={q(0): 10})
+    r = reader(b, clock, startingOffsets="earliest")
+    start = r.initialOffset()            # lists the queues at t=0
+    clock.now += 1
+    assert r.latestOffset(start, ReadAllAvailable()) == js({q(0): 10})    # locks at t=1
+    b.maxs[q(0)] = 20
+    b.held_by_other.add(q(0))           # the master back: another client took the queue there
+    clock.now += 4                      # t=5: the routes are re-read, the lock call is 4 s old
+    b.calls.clear()
+    assert r.latestOffset(js({q(0): 10}), ReadAllAvailable()) == js({q(0): 10})
+    assert b.calls.index("get_queues") < b.calls.index("lock")
