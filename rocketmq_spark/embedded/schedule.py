@@ -83,19 +83,8 @@ class ScheduleService(ServiceThread):
             self._cond.notify()
 
     def _run(self) -> None:
-        while True:
-            with self._cond:
-                while True:
-                    if self._stopping:
-                        return
-                    now = self.clock.now_ms()
-                    if self._heap and self._heap[0][0] <= now:
-                        break
-                    self._cond.wait(min((self._heap[0][0] - now) / 1000, 3600.0) if self._heap else None)
-                due_levels = set()
-                while self._heap and self._heap[0][0] <= now:
-                    due_levels.add(heapq.heappop(self._heap)[1])
-            for level in sorted(due_levels):
+        while (due := self._take_due(self._heap, self.clock.now_ms)) is not None:
+            for level in sorted({level for _, level in due}):
                 try:
                     self._deliver_level(level)
                 except Exception:

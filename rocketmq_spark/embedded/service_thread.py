@@ -1,10 +1,15 @@
 """The background threads of the embedded broker (offset saver, commit-log flusher, long
-polling, delayed delivery) share one shape: a daemon thread whose ``_run`` waits on one
-condition until there is work or ``_stopping`` is set."""
+polling, delayed and timer delivery) share one shape: a daemon thread whose ``_run`` waits on
+one condition until there is work or ``_stopping`` is set. Delayed and timer delivery wait
+for the earliest due time of a heap (``_take_due``)."""
 
 from __future__ import annotations
 
+import heapq
 import threading
+from typing import Callable, TypeVar
+
+T = TypeVar("T")
 
 
 class ServiceThread:
@@ -33,3 +38,20 @@ class ServiceThread:
 
     def _run(self) -> None:
         raise NotImplementedError
+
+    def _take_due(self, heap: list[tuple[int, T]], now_ms: Callable[[], int]) -> list[tuple[int, T]] | None:
+        """Wait until the first entry of ``heap`` (a heapq of (due time in ms, item), guarded
+        by ``_cond``) is due, then pop every entry due by then, earliest first; None once
+        stopping. Waits at most an hour at a time (a clock set forward is noticed)."""
+        with self._cond:
+            while True:
+                if self._stopping:
+                    return None
+                now = now_ms()
+                if heap and heap[0][0] <= now:
+                    break
+                self._cond.wait(min((heap[0][0] - now) / 1000, 3600.0) if heap else None)
+            due = []
+            while heap and heap[0][0] <= now:
+                due.append(heapq.heappop(heap))
+            return due

@@ -125,20 +125,9 @@ class TimerService(ServiceThread):
     # ------------------------------------------------------------ delivering
 
     def _run(self) -> None:
-        while True:
-            with self._cond:
-                while True:
-                    if self._stopping:
-                        return
-                    now = self.clock.now_ms()
-                    if self._heap and self._heap[0][0] <= now:
-                        break
-                    self._cond.wait(min((self._heap[0][0] - now) / 1000, 3600.0) if self._heap else None)
-                due = []
-                while self._heap and self._heap[0][0] <= now:
-                    due.append(heapq.heappop(self._heap))
+        while (due := self._take_due(self._heap, self.clock.now_ms)) is not None:
             try:
-                self._deliver([offset for _, offset in sorted(due)])
+                self._deliver([offset for _, offset in due])
             except Exception:
                 log.exception("%s: delivering %d timer messages failed; retrying in 1 s", self.thread_name, len(due))
                 with self._cond:
