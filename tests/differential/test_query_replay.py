@@ -8,34 +8,20 @@ finds nothing, and so must we.
 
 from __future__ import annotations
 
-import socket
-import struct
-from pathlib import Path
 from typing import Iterator
 
 import pytest
 
 from rocketmq_spark.embedded import EmbeddedCluster
-from rocketmq_spark.remoting.command import decode
 from tests.apache.record_query import answer_of, fill
-from tests.embedded.wire import Wire
+from tests.embedded.wire import Wire, replay
 from tests.vectors import query_vectors
 
 V = query_vectors()
 
 
 def exchange(addr: str, frame: bytes) -> dict:
-    host, _, port = addr.rpartition(":")
-    with socket.create_connection((host, int(port)), timeout=10) as s:
-        s.sendall(frame)
-        head = s.recv(4, socket.MSG_WAITALL)
-        (n,) = struct.unpack(">i", head)
-        data = b""
-        while len(data) < n:
-            chunk = s.recv(n - len(data))
-            assert chunk, "connection closed"
-            data += chunk
-    return answer_of(decode(head + data)[0])
+    return answer_of(replay(addr, frame))
 
 
 @pytest.fixture(scope="module")

@@ -10,17 +10,14 @@ refuses it).
 
 from __future__ import annotations
 
-import socket
-import struct
 from pathlib import Path
 from typing import Iterator
 
 import pytest
 
 from rocketmq_spark.embedded import EmbeddedCluster
-from rocketmq_spark.remoting.command import decode
 from tests.apache.record_sql92 import answer_of, fill
-from tests.embedded.wire import Wire
+from tests.embedded.wire import Wire, replay
 from tests.vectors import sql92_vectors
 
 V = sql92_vectors()
@@ -28,17 +25,7 @@ REMARK_DIFFERS = {"sql92_check_bad"}     # code alike; remark: Apache's exceptio
 
 
 def exchange(addr: str, frame: bytes) -> dict:
-    host, _, port = addr.rpartition(":")
-    with socket.create_connection((host, int(port)), timeout=10) as s:
-        s.sendall(frame)
-        head = s.recv(4, socket.MSG_WAITALL)
-        (n,) = struct.unpack(">i", head)
-        data = b""
-        while len(data) < n:
-            chunk = s.recv(n - len(data))
-            assert chunk, "connection closed"
-            data += chunk
-    return answer_of(decode(head + data)[0])
+    return answer_of(replay(addr, frame))
 
 
 def topics(property_filter: bool) -> set[str]:

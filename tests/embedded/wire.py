@@ -3,7 +3,7 @@
 ``Wire(addr)`` is one TCP connection with a reader thread: ``request`` sends a command
 and waits for the answer with its opaque; requests the server pushes (e.g.
 NOTIFY_CONSUMER_IDS_CHANGED) are collected in ``pushed``. ``call(addr, cmd)`` does one
-request on a fresh connection. The helpers below build the requests the tests need.
+request on a fresh connection, ``replay(addr, frame)`` one recorded frame as it is. The helpers below build the requests the tests need.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import time
 from typing import Any, Callable, Mapping
 
 from rocketmq_spark.remoting.codes import RequestCode
-from rocketmq_spark.remoting.command import FrameDecoder, RemotingCommand, encode
+from rocketmq_spark.remoting.command import FrameDecoder, RemotingCommand, decode, encode
 from rocketmq_spark.remoting.message import MessageExt, decode_messages, encode_properties
 
 _opaques = itertools.count(1)
@@ -125,6 +125,14 @@ class Wire:
 def call(addr: str, cmd: RemotingCommand, timeout: float = 5.0) -> RemotingCommand:
     with Wire(addr, timeout) as w:
         return w.request(cmd)
+
+
+def replay(addr: str, frame: bytes, timeout: float = 10.0) -> RemotingCommand:
+    """A recorded request frame sent byte for byte on a fresh connection; its answer (the one
+    with the frame's own opaque)."""
+    with Wire(addr, timeout) as w:
+        w.send_raw(frame)
+        return w.answer(decode(frame)[0].opaque)
 
 
 # ---------------------------------------------------------------- request builders
