@@ -54,7 +54,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         items[:] = keep
 
 
-@pytest.hookimpl(trylast=True)
 def _apache_acting() -> bool:
     """$ROCKETMQ_APACHE_DIR's cluster runs 5.x slaveActingMaster (as its cluster.json records)."""
     directory = os.environ.get("ROCKETMQ_APACHE_DIR")
@@ -67,6 +66,7 @@ def _apache_acting() -> bool:
     return ClusterState.load(Path(directory).resolve()).acting_master
 
 
+@pytest.hookimpl(trylast=True)
 def pytest_unconfigure(config: pytest.Config) -> None:
     """A C++ client left running (a test that failed before its shutdown) makes the C++
     library's exit handlers wait for ever on its threads: end the process at once then,
